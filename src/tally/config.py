@@ -1,0 +1,155 @@
+"""Settings: one table of rows, read from defaults, a TOML file, an upstream
+placement.conf, and the environment (in that order; later wins).
+
+Every setting is a `Setting` row in `SETTINGS`; `tally serve --help-settings`
+prints the table, and the docs test checks each row is documented.
+"""
+
+from __future__ import annotations
+
+import configparser
+import dataclasses
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    name: str
+    default: Any
+    help: str
+    env: str
+    placement_conf: tuple[str, str] | None = None  # (section, option) in placement.conf
+
+
+def _bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    return str(value).strip().lower() in {"1", "true", "yes", "on"}
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "database_url",
+        "",
+        "SQLAlchemy URL; empty means a SQLite file at `data_dir/tally.sqlite`.",
+        "TALLY_DATABASE_URL",
+        ("placement_database", "connection"),
+    ),
+    Setting(
+        "data_dir", "./tally-data", "Folder of the embedded SQLite database.", "TALLY_DATA_DIR"
+    ),
+    Setting(
+        "auth_strategy",
+        "noauth",
+        "`noauth` (token `user[:project]`, user `admin` is an admin) or `keystone`.",
+        "TALLY_AUTH_STRATEGY",
+        ("api", "auth_strategy"),
+    ),
+    Setting(
+        "over_capacity",
+        "refuse",
+        "`refuse`: an inventory change below current usage is a 409 (our spec). "
+        "`allow`: write it and log a warning (upstream Placement's behaviour).",
+        "TALLY_OVER_CAPACITY",
+    ),
+    Setting(
+        "allocation_conflict_retry_count",
+        10,
+        "How many times an allocation write retries its own provider-generation race.",
+        "TALLY_ALLOCATION_CONFLICT_RETRY_COUNT",
+        ("placement", "allocation_conflict_retry_count"),
+    ),
+    Setting("host", "127.0.0.1", "Address `tally serve` listens on.", "TALLY_HOST"),
+    Setting("port", 8778, "Port `tally serve` listens on.", "TALLY_PORT"),
+    Setting("workers", 1, "Worker processes of `tally serve` (gunicorn).", "TALLY_WORKERS"),
+    Setting("log_level", "INFO", "Log level of the service.", "TALLY_LOG_LEVEL"),
+    Setting(
+        "max_body_bytes",
+        1048576,
+        "Largest request body accepted; larger bodies get 413.",
+        "TALLY_MAX_BODY_BYTES",
+    ),
+)
+
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Resolved settings. Build with `load_settings()` or `Settings.of(**overrides)`."""
+
+    values: dict[str, Any]
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self.values[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @classmethod
+    def of(cls, **overrides: Any) -> Settings:
+        values = {s.name: s.default for s in SETTINGS}
+        for name, value in overrides.items():
+            values[name] = _coerce(name, value)
+        return cls(values)
+
+    @property
+    def database(self) -> str:
+        if self.values["database_url"]:
+            return self.values["database_url"]
+        data_dir = Path(self.values["data_dir"])
+        return f"sqlite:///{data_dir / 'tally.sqlite'}"
+
+
+def _coerce(name: str, value: Any) -> Any:
+    if name not in _BY_NAME:
+        raise ValueError(f"unknown setting {name!r}")
+    default = _BY_NAME[name].default
+    if isinstance(default, bool):
+        return _bool(value)
+    if isinstance(default, int):
+        return int(value)
+    return str(value)
+
+
+def read_placement_conf(path: str | os.PathLike) -> dict[str, Any]:
+    """The options of an upstream placement.conf that map to our settings."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(path)
+    found: dict[str, Any] = {}
+    for setting in SETTINGS:
+        if setting.placement_conf is None:
+            continue
+        section, option = setting.placement_conf
+        if parser.has_option(section, option):
+            value = parser.get(section, option)
+            if setting.name == "auth_strategy" and value == "noauth2":
+                value = "noauth"
+            found[setting.name] = value
+    return found
+
+
+def load_settings(
+    config_file: str | None = None,
+    placement_conf: str | None = None,
+    environ: dict[str, str] | None = None,
+    **overrides: Any,
+) -> Settings:
+    environ = dict(os.environ if environ is None else environ)
+    values: dict[str, Any] = {}
+    config_file = config_file or environ.get("TALLY_CONFIG")
+    if config_file:
+        with open(config_file, "rb") as f:
+            data = tomllib.load(f)
+        values.update(data.get("tally", data))
+    placement_conf = placement_conf or environ.get("TALLY_PLACEMENT_CONF")
+    if placement_conf:
+        values.update(read_placement_conf(placement_conf))
+    for setting in SETTINGS:
+        if setting.env in environ:
+            values[setting.name] = environ[setting.env]
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings.of(**values)

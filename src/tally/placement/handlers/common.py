@@ -1,0 +1,150 @@
+"""Small helpers every handler uses: body parsing and validation, microversion
+gates, last-modified headers, links and query-string access."""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import functools
+import json
+import uuid as uuidlib
+from collections.abc import Callable
+from typing import Any
+
+import falcon
+import jsonschema
+
+from tally.placement import errors as codes
+from tally.placement.ledger.errors import (
+    BadRequest,
+    MethodNotAllowed,
+    NotFound,
+    UnsupportedMediaType,
+)
+
+_FORMAT_CHECKER = jsonschema.FormatChecker()
+
+
+@_FORMAT_CHECKER.checks("uuid")
+def _is_uuid(instance: object) -> bool:
+    if not isinstance(instance, str):
+        return True
+    return is_uuid_like(instance)
+
+
+def is_uuid_like(value: str) -> bool:
+    """As upstream: any string `uuid.UUID` accepts, dashes optional."""
+    try:
+        return str(uuidlib.UUID(value)).replace("-", "") == value.replace("-", "").lower()
+    except (TypeError, ValueError, AttributeError):
+        return False
+
+
+def validate(data: Any, schema: dict, prefix: str = "JSON does not validate") -> None:
+    try:
+        jsonschema.validate(data, schema, format_checker=_FORMAT_CHECKER)
+    except jsonschema.ValidationError as exc:
+        raise BadRequest(f"{prefix}: {exc.message}") from None
+
+
+def read_json(req: falcon.Request, schema: dict | None = None) -> Any:
+    """The request body as JSON, validated against `schema`.
+
+    415 unless the body is `application/json`; 400 for malformed JSON or a body
+    that does not match the schema (the message names the field).
+    """
+    media_type = (req.content_type or "").split(";")[0].strip().lower()
+    if media_type != "application/json":
+        raise UnsupportedMediaType(
+            f"The media type {req.content_type or 'None'} is not supported, use application/json"
+        )
+    raw = req.bounded_stream.read()
+    try:
+        data = json.loads(raw.decode("utf-8")) if raw else None
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"Malformed JSON: {exc}") from None
+    if schema is not None:
+        validate(data, schema)
+    return data
+
+
+def since(min_version: str, max_version: str | None = None, status: int = 404) -> Callable:
+    """Gate a responder to a microversion range; outside it the route answers as
+    if the method did not exist (404 by default, or 405)."""
+    low = tuple(int(p) for p in min_version.split("."))
+    high = tuple(int(p) for p in max_version.split(".")) if max_version else None
+
+    def decorator(responder: Callable) -> Callable:
+        @functools.wraps(responder)
+        def gated(self, req: falcon.Request, resp: falcon.Response, **params: Any) -> Any:
+            version = req.context.version
+            if version < low or (high is not None and version > high):
+                if status == 405:
+                    raise MethodNotAllowed(
+                        f"The method {req.method} is not allowed for this resource."
+                    )
+                raise NotFound("The resource could not be found.")
+            return responder(self, req, resp, **params)
+
+        return gated
+
+    return decorator
+
+
+def http_date(when: dt.datetime) -> str:
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=dt.UTC)
+    return email.utils.format_datetime(when.astimezone(dt.UTC), usegmt=True)
+
+
+def cache_headers(req: falcon.Request, resp: falcon.Response, *stamps: dt.datetime | None) -> None:
+    """From 1.15: `last-modified` (the newest of `stamps`, or now) and `cache-control`."""
+    if req.context.version < (1, 15):
+        return
+    known = [s for s in stamps if s is not None]
+    resp.set_header("last-modified", http_date(max(known) if known else utcnow()))
+    resp.set_header("cache-control", "no-cache")
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
+
+
+def url(req: falcon.Request, path: str) -> str:
+    """A link relative to where the service is mounted (SCRIPT_NAME)."""
+    return f"{req.root_path}{path}"
+
+
+def query(req: falcon.Request) -> dict[str, list[str]]:
+    """Query parameters as lists of values (a key may repeat)."""
+    found: dict[str, list[str]] = {}
+    for key, value in falcon.uri.parse_query_string(
+        req.query_string, keep_blank=True, csv=False
+    ).items():
+        found[key] = value if isinstance(value, list) else [value]
+    return found
+
+
+def single(params: dict[str, list[str]], name: str) -> str | None:
+    """The one value of a query parameter that may not repeat (400 if it does)."""
+    values = params.get(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise BadRequest(
+            f"Query parameter {name!r} may only be given once.",
+            code=codes.ILLEGAL_DUPLICATE_QUERYPARAM,
+        )
+    return values[0]
+
+
+def validate_query(params: dict[str, list[str]], schema: dict) -> None:
+    """Validate query parameters (last value of each key) against a schema."""
+    flat = {k: v[-1] for k, v in params.items()}
+    validate(flat, schema, prefix="Invalid query string parameters")
+
+
+def reject_body(req: falcon.Request) -> None:
+    """A GET with a body is a client mistake, not something to ignore silently."""
+    if req.content_length:
+        raise BadRequest(f"A {req.method} request does not take a body.")

@@ -1,0 +1,34 @@
+"""Make the database hold the standard resource classes and traits of the
+installed os-resource-classes and os-traits (idempotent; run at start)."""
+
+from __future__ import annotations
+
+import os_resource_classes
+import os_traits
+import sqlalchemy as sa
+
+from tally.db import migrate
+from tally.db import schema as t
+from tally.db.engine import transaction
+
+
+def sync_standards(engine: sa.Engine) -> None:
+    with transaction(engine, write=True) as conn:
+        have = {row.name for row in conn.execute(sa.select(t.resource_classes.c.name))}
+        missing = [
+            {"id": idx, "name": name, "created_at": None}
+            for idx, name in enumerate(os_resource_classes.STANDARDS)
+            if name not in have
+        ]
+        if missing:
+            conn.execute(t.resource_classes.insert(), missing)
+        have = {row.name for row in conn.execute(sa.select(t.traits.c.name))}
+        new_traits = [{"name": name} for name in os_traits.get_traits() if name not in have]
+        if new_traits:
+            conn.execute(t.traits.insert(), new_traits)
+
+
+def prepare_database(engine: sa.Engine) -> None:
+    """Migrate the schema to head and sync the standard classes and traits."""
+    migrate.upgrade(engine)
+    sync_standards(engine)

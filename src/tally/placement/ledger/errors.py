@@ -1,0 +1,98 @@
+"""Typed errors of the ledger and the API. One class per HTTP answer; the app's
+single error handler turns any of them into Placement's error body.
+
+    TallyError (500)
+    +-- BadRequest (400)                 malformed input; `code` may be a query code
+    +-- Forbidden (403)
+    +-- NotFound (404)
+    |   +-- ProviderNotFound (404)      placement.resource_provider.not_found (in some places)
+    +-- MethodNotAllowed (405)
+    +-- NotAcceptable (406)
+    +-- Conflict (409)
+    |   +-- ConcurrentUpdate            placement.concurrent_update
+    |   +-- DuplicateName               placement.duplicate_name
+    |   +-- InventoryInUse              placement.inventory.inuse
+    |   +-- ProviderInUse               placement.resource_provider.inuse
+    |   +-- CannotDeleteParent          placement.resource_provider.cannot_delete_parent
+    +-- PayloadTooLarge (413)
+    +-- UnsupportedMediaType (415)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tally.placement import errors as codes
+
+
+class TallyError(Exception):
+    status: int = 500
+    title: str = "Internal Server Error"
+    code: str = codes.DEFAULT
+
+    def __init__(self, detail: str, code: str | None = None, **extra: Any) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        if code is not None:
+            self.code = code
+        self.extra = extra  # extra response headers, e.g. {"allow": "GET"}
+
+
+class BadRequest(TallyError):
+    status, title = 400, "Bad Request"
+
+
+class Unauthorized(TallyError):
+    status, title = 401, "Unauthorized"
+
+
+class Forbidden(TallyError):
+    status, title = 403, "Forbidden"
+
+
+class NotFound(TallyError):
+    status, title = 404, "Not Found"
+
+
+class ProviderNotFound(NotFound):
+    code = codes.RESOURCE_PROVIDER_NOT_FOUND
+
+
+class MethodNotAllowed(TallyError):
+    status, title = 405, "Method Not Allowed"
+
+
+class NotAcceptable(TallyError):
+    status, title = 406, "Not Acceptable"
+
+
+class Conflict(TallyError):
+    status, title = 409, "Conflict"
+
+
+class ConcurrentUpdate(Conflict):
+    code = codes.CONCURRENT_UPDATE
+
+
+class DuplicateName(Conflict):
+    code = codes.DUPLICATE_NAME
+
+
+class InventoryInUse(Conflict):
+    code = codes.INVENTORY_INUSE
+
+
+class ProviderInUse(Conflict):
+    code = codes.PROVIDER_IN_USE
+
+
+class CannotDeleteParent(Conflict):
+    code = codes.PROVIDER_CANNOT_DELETE_PARENT
+
+
+class PayloadTooLarge(TallyError):
+    status, title = 413, "Request Entity Too Large"
+
+
+class UnsupportedMediaType(TallyError):
+    status, title = 415, "Unsupported Media Type"

@@ -1,0 +1,195 @@
+"""Request pipeline: request id, request log, microversion, auth, content negotiation.
+
+Falcon runs every `process_response` even after an error, so headers that must be on
+every answer (request id, microversion echo, `vary`) are added there.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import logging
+import time
+import uuid
+
+import falcon
+
+from tally.placement import microversion, policy
+from tally.placement.context import Identity
+from tally.placement.ledger.errors import (
+    BadRequest,
+    MethodNotAllowed,
+    NotAcceptable,
+    PayloadTooLarge,
+    TallyError,
+    Unauthorized,
+)
+
+REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+request_log = logging.getLogger("tally.requestlog")
+
+UNAUTHENTICATED_PATHS = frozenset({"/", ""})
+
+
+class RequestIdAndLog:
+    """Gives each request an id and writes Placement's request log line."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.request_id = f"req-{uuid.uuid4()}"
+        req.context.started = time.monotonic()
+        req.context.version = None
+        REQUEST_ID.set(req.context.request_id)
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, ok: bool
+    ) -> None:
+        request_id = req.context.request_id
+        resp.set_header("openstack-request-id", request_id)
+        resp.set_header("x-openstack-request-id", request_id)
+        version = req.context.version
+        if version is not None:
+            resp.set_header(microversion.HEADER, microversion.header_value(version))
+            resp.append_header("vary", microversion.HEADER)
+        body = resp.render_body() or b""
+        if not body and resp.status_code == 204:
+            resp.content_type = None
+        uri = req.relative_uri if req.query_string else req.root_path + req.path
+        line = '[%s] %s "%s %s" status: %s len: %d'
+        args = [request_id, req.remote_addr, req.method, uri, resp.status_code, len(body)]
+        if version is not None:
+            line += " microversion: %s.%s"
+            args += [version.major, version.minor]
+        request_log.info(line, *args)
+
+
+class Microversion:
+    """Parses `OpenStack-API-Version` into `req.context.version`."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        headers = {k.lower(): v for k, v in req.headers.items()}
+        try:
+            req.context.version = microversion.parse(headers)
+        except microversion.MicroversionError as exc:
+            if exc.status == 406:
+                raise NotAcceptable(
+                    str(exc),
+                    max_version=".".join(map(str, microversion.MAX_VERSION)),
+                    min_version=".".join(map(str, microversion.MIN_VERSION)),
+                ) from None
+            raise BadRequest(str(exc)) from None
+
+
+class NoAuth:
+    """Upstream's noauth2: token `user[:project]`, user `admin` is an admin,
+    `x-roles` sets roles explicitly."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if req.path in UNAUTHENTICATED_PATHS:
+            return
+        token = req.get_header("x-auth-token")
+        if not token:
+            raise Unauthorized("The request you have made requires authentication.")
+        user_id, _, project_id = token.partition(":")
+        roles_header = req.get_header("x-roles")
+        if roles_header is not None:
+            roles = tuple(r.strip() for r in roles_header.split(",") if r.strip())
+        else:
+            roles = ("admin",) if user_id == "admin" else ()
+        req.context.identity = Identity(user_id, project_id or user_id, roles)
+
+
+class Authorize:
+    """Applies the policy seam once the route (and so the resource) is known."""
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict
+    ) -> None:
+        if resource is None or req.path in UNAUTHENTICATED_PATHS:
+            return
+        rule = getattr(resource, "POLICY", "placement")
+        policy.authorize(req.context.identity, f"{rule}:{req.method.lower()}")
+
+
+class ContentNegotiation:
+    """406 for an Accept we cannot satisfy; 400 for a body without a type;
+    413 for an oversized body. The 415 check is in `read_json`, since some
+    PUTs take no body."""
+
+    def __init__(self, max_body_bytes: int) -> None:
+        self.max_body_bytes = max_body_bytes
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict
+    ) -> None:
+        if resource is None:
+            return
+        if req.method == "OPTIONS" and not hasattr(resource, "on_options"):
+            allowed = sorted(
+                m[3:].upper()
+                for m in dir(resource)
+                if m.startswith("on_") and m.count("_") == 1 and m != "on_options"
+            )
+            raise MethodNotAllowed(
+                "The method OPTIONS is not allowed for this resource.", allow=", ".join(allowed)
+            )
+        accept = req.get_header("accept")
+        if accept and accept.strip() != "*/*" and not req.client_accepts("application/json"):
+            raise NotAcceptable("Only application/json is provided")
+        length = req.content_length
+        if length and length > 0 and not req.content_type:
+            raise BadRequest("content-type header required when content-length > 0")
+        if length and length > self.max_body_bytes:
+            raise PayloadTooLarge(f"Request body is larger than {self.max_body_bytes} bytes.")
+
+
+def error_document(
+    req: falcon.Request, status: int, title: str, detail: str, code: str, **extra: str
+) -> dict:
+    """Placement's error body. The one place it is built."""
+    error: dict = {"status": status, "title": title, "detail": detail}
+    version = getattr(req.context, "version", None)
+    if version is not None and version >= (1, 23):
+        error["code"] = code
+    request_id = getattr(req.context, "request_id", None)
+    if request_id:
+        error["request_id"] = request_id
+    error.update(extra)
+    return {"errors": [error]}
+
+
+def handle_tally_error(
+    req: falcon.Request, resp: falcon.Response, exc: TallyError, params: dict
+) -> None:
+    headers = {k: v for k, v in exc.extra.items() if k in {"allow"}}
+    body_extra = {k: v for k, v in exc.extra.items() if k not in headers}
+    resp.status = exc.status
+    resp.content_type = falcon.MEDIA_JSON
+    for name, value in headers.items():
+        resp.set_header(name, value)
+    resp.media = error_document(req, exc.status, exc.title, exc.detail, exc.code, **body_extra)
+
+
+def serialize_falcon_error(
+    req: falcon.Request, resp: falcon.Response, exc: falcon.HTTPError
+) -> None:
+    """Falcon's own errors (no route: 404, wrong method: 405) in Placement's shape."""
+    from tally.placement import errors as codes
+
+    detail = exc.description or exc.title
+    if exc.status_code == 405:
+        detail = f"The method {req.method} is not allowed for this resource."
+        allowed = [m.strip() for m in (resp.get_header("allow") or "").split(",")]
+        resp.set_header("allow", ", ".join(m for m in allowed if m and m != "OPTIONS"))
+    elif exc.status_code == 404 and not exc.description:
+        detail = "The resource could not be found."
+    title = exc.title
+    if title.split(" ", 1)[0].isdigit():  # falcon titles are status lines: "404 Not Found"
+        title = title.split(" ", 1)[1]
+    resp.content_type = falcon.MEDIA_JSON
+    resp.media = error_document(req, exc.status_code, title, detail, codes.DEFAULT)
+
+
+def handle_unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: dict):
+    if isinstance(exc, falcon.HTTPError):
+        raise exc
+    logging.getLogger("tally.placement").exception("Uncaught exception")
+    handle_tally_error(req, resp, TallyError("An unexpected error occurred."), params)

@@ -1,0 +1,9 @@
+"""The module-level WSGI application, for gunicorn/uwsgi/mod_wsgi.
+
+Settings come from the environment (`TALLY_*`, `TALLY_CONFIG`, `TALLY_PLACEMENT_CONF`).
+"""
+
+from tally.config import load_settings
+from tally.placement.app import create_app
+
+application = create_app(load_settings())

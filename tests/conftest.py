@@ -1,0 +1,87 @@
+"""Shared fixtures: fresh databases (SQLite always; PostgreSQL when
+TALLY_TEST_DATABASE names a server), and a `make_client(**settings)` factory that
+builds the Placement app in-process over one of them."""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import falcon.testing
+import pytest
+import sqlalchemy as sa
+
+from tally.config import Settings
+from tally.db.engine import make_engine
+from tally.placement.app import create_app
+from tally.placement.ledger.bootstrap import prepare_database
+
+sys.path.insert(0, str(Path(__file__).parent / "conformance"))
+from tests_pg import create_database  # noqa: E402
+
+PG_SERVER = os.environ.get("TALLY_TEST_DATABASE", "")
+BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+
+
+def fresh_database_url(backend: str, tmp_path: Path) -> tuple[str, Callable[[], None]]:
+    if backend == "sqlite":
+        return f"sqlite:///{tmp_path / 'tally.sqlite'}", lambda: None
+    if not PG_SERVER:
+        pytest.skip("PostgreSQL tests need TALLY_TEST_DATABASE=postgresql+psycopg://.../")
+    return create_database(PG_SERVER, f"tally_test_{uuid.uuid4().hex[:12]}")
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+@pytest.fixture
+def engine(backend: str, tmp_path: Path) -> Iterator[sa.Engine]:
+    """A migrated, empty database on each backend."""
+    url, drop = fresh_database_url(backend, tmp_path)
+    eng = make_engine(url)
+    prepare_database(eng)
+    yield eng
+    eng.dispose()
+    drop()
+
+
+@pytest.fixture
+def sqlite_engine(tmp_path: Path) -> Iterator[sa.Engine]:
+    eng = make_engine(f"sqlite:///{tmp_path / 'tally.sqlite'}")
+    prepare_database(eng)
+    yield eng
+    eng.dispose()
+
+
+class PlacementClient(falcon.testing.TestClient):
+    """A falcon test client that speaks as admin at a chosen microversion."""
+
+    def __init__(self, app: falcon.App, version: str = "latest") -> None:
+        super().__init__(
+            app,
+            headers={
+                "x-auth-token": "admin",
+                "openstack-api-version": f"placement {version}",
+                "accept": "application/json",
+            },
+        )
+
+
+@pytest.fixture
+def make_client(sqlite_engine: sa.Engine) -> Callable[..., PlacementClient]:
+    """`make_client(version="1.39", **settings)`: the app over a fresh SQLite database."""
+
+    def make(version: str = "latest", **settings: object) -> PlacementClient:
+        return PlacementClient(create_app(Settings.of(**settings), sqlite_engine), version)
+
+    return make
+
+
+@pytest.fixture
+def client(make_client: Callable[..., PlacementClient]) -> PlacementClient:
+    return make_client()
