@@ -22,6 +22,7 @@ class Setting:
     help: str
     env: str
     placement_conf: tuple[str, str] | None = None  # (section, option) in placement.conf
+    choices: tuple[str, ...] = ()
 
 
 def _bool(value: Any) -> bool:
@@ -47,6 +48,7 @@ SETTINGS: tuple[Setting, ...] = (
         "`noauth` (token `user[:project]`, user `admin` is an admin) or `keystone`.",
         "TALLY_AUTH_STRATEGY",
         ("api", "auth_strategy"),
+        ("noauth", "keystone"),
     ),
     Setting(
         "over_capacity",
@@ -54,6 +56,7 @@ SETTINGS: tuple[Setting, ...] = (
         "`refuse`: an inventory change below current usage is a 409 (our spec). "
         "`allow`: write it and log a warning (upstream Placement's behaviour).",
         "TALLY_OVER_CAPACITY",
+        choices=("refuse", "allow"),
     ),
     Setting(
         "allocation_conflict_retry_count",
@@ -107,12 +110,18 @@ class Settings:
 def _coerce(name: str, value: Any) -> Any:
     if name not in _BY_NAME:
         raise ValueError(f"unknown setting {name!r}")
-    default = _BY_NAME[name].default
-    if isinstance(default, bool):
+    setting = _BY_NAME[name]
+    if isinstance(setting.default, bool):
         return _bool(value)
-    if isinstance(default, int):
-        return int(value)
-    return str(value)
+    if isinstance(setting.default, int):
+        try:
+            return int(value)
+        except ValueError:
+            raise ValueError(f"setting {name} must be an integer, not {value!r}") from None
+    value = str(value)
+    if setting.choices and value not in setting.choices:
+        raise ValueError(f"setting {name} must be one of {', '.join(setting.choices)}: {value!r}")
+    return value
 
 
 def read_placement_conf(path: str | os.PathLike) -> dict[str, Any]:
