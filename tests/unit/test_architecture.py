@@ -89,4 +89,6 @@ def test_route_table_matches_the_placement_api(sqlite_engine):
         "/resource_providers/{uuid}/allocations": ["GET"],
         "/resource_providers/{uuid}/usages": ["GET"],
         "/usages": ["GET"],
+        "/allocation_candidates": ["GET"],
+        "/reshaper": ["POST"],
     }

@@ -12,8 +12,10 @@ from tally.placement.context import Service
 from tally.placement.handlers import (
     aggregates,
     allocations,
+    candidates,
     inventories,
     providers,
+    reshaper,
     resource_classes,
     root,
     traits,
@@ -39,6 +41,8 @@ ROUTES = (
     ("/resource_providers/{uuid}/allocations", allocations.ProviderAllocations),
     ("/resource_providers/{uuid}/usages", usages.ProviderUsages),
     ("/usages", usages.Usages),
+    ("/allocation_candidates", candidates.AllocationCandidates),
+    ("/reshaper", reshaper.Reshaper),
 )
 
 
