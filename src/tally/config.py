@@ -40,6 +40,13 @@ SETTINGS: tuple[Setting, ...] = (
         ("placement_database", "connection"),
     ),
     Setting(
+        "placement_conf",
+        "",
+        "Path of an upstream placement.conf: its matching options are read, and with "
+        "`auth_strategy = keystone` its `[keystone_authtoken]` section configures auth_token.",
+        "TALLY_PLACEMENT_CONF",
+    ),
+    Setting(
         "data_dir", "./tally-data", "Folder of the embedded SQLite database.", "TALLY_DATA_DIR"
     ),
     Setting(
@@ -157,6 +164,7 @@ def load_settings(
     placement_conf = placement_conf or environ.get("TALLY_PLACEMENT_CONF")
     if placement_conf:
         values.update(read_placement_conf(placement_conf))
+        values["placement_conf"] = placement_conf
     for setting in SETTINGS:
         if setting.env in environ:
             values[setting.name] = environ[setting.env]

@@ -64,3 +64,17 @@ def test_wrong_method_is_405_with_allow(client):
 def test_missing_token_is_401(client):
     result = client.simulate_get("/resource_providers", headers={"x-auth-token": ""})
     assert result.status_code == 401
+
+
+def test_keystone_identity_comes_from_auth_token_headers(make_client):
+    client = make_client(auth_strategy="keystone")
+    unconfirmed = client.simulate_get("/resource_classes", headers={"x-auth-token": ""})
+    assert unconfirmed.status_code == 401
+    reader = client.simulate_get(
+        "/resource_classes",
+        headers={"x-identity-status": "Confirmed", "x-roles": "reader", "x-user-id": "u"},
+    )
+    assert reader.status_code == 403
+    assert (
+        "max_version" in client.simulate_get("/", headers={"x-auth-token": ""}).json["versions"][0]
+    )

@@ -34,9 +34,9 @@ def run_gunicorn(settings: Settings) -> None:
             self.cfg.set("graceful_timeout", 5)
 
         def load(self):  # noqa: ANN202 - gunicorn's signature
-            from tally.placement.app import create_app
+            from tally.placement.app import create_wsgi
 
-            return create_app(settings)
+            return create_wsgi(settings)
 
     TallyServer().run()
 

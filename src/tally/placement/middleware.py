@@ -97,6 +97,21 @@ class NoAuth:
         req.context.identity = Identity(user_id, project_id or user_id, roles)
 
 
+class KeystoneIdentity:
+    """Identity from the headers keystonemiddleware's auth_token sets. auth_token runs
+    with `delay_auth_decision`, so the version document stays open and this decides."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if req.path in UNAUTHENTICATED_PATHS:
+            return
+        if req.get_header("x-identity-status") != "Confirmed":
+            raise Unauthorized("The request you have made requires authentication.")
+        roles = tuple(r.strip() for r in (req.get_header("x-roles") or "").split(",") if r.strip())
+        req.context.identity = Identity(
+            req.get_header("x-user-id") or "", req.get_header("x-project-id") or "", roles
+        )
+
+
 class Authorize:
     """Applies the policy seam once the route (and so the resource) is known."""
 

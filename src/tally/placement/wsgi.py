@@ -4,6 +4,6 @@ Settings come from the environment (`TALLY_*`, `TALLY_CONFIG`, `TALLY_PLACEMENT_
 """
 
 from tally.config import load_settings
-from tally.placement.app import create_app
+from tally.placement.app import create_wsgi
 
-application = create_app(load_settings())
+application = create_wsgi(load_settings())
