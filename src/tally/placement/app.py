@@ -62,7 +62,7 @@ def create_app(settings: Settings, engine: sa.Engine | None = None) -> falcon.Ap
     )
     app.req_options.keep_blank_qs_values = True
     app.req_options.auto_parse_qs_csv = False
-    app.resp_options.default_media_type = falcon.MEDIA_JSON
+    app.resp_options.default_media_type = None  # set per answer: see RequestIdAndLog
     for path, resource in ROUTES:
         app.add_route(path, resource() if resource is root.Home else resource(service))
     app.add_error_handler(Exception, middleware.handle_unexpected)

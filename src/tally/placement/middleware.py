@@ -7,6 +7,7 @@ every answer (request id, microversion echo, `vary`) are added there.
 from __future__ import annotations
 
 import contextvars
+import html
 import logging
 import time
 import uuid
@@ -49,8 +50,13 @@ class RequestIdAndLog:
         if version is not None:
             resp.set_header(microversion.HEADER, microversion.header_value(version))
             resp.append_header("vary", microversion.HEADER)
+        # The app has no default media type: a body is JSON unless a handler said
+        # otherwise, and an empty answer (201 before 1.20, 204) carries no content-type.
+        has_body = resp.media is not None or resp.text is not None or resp.data is not None
+        if has_body and not resp.content_type:
+            resp.content_type = falcon.MEDIA_JSON
         body = resp.render_body() or b""
-        if not body and resp.status_code == 204:
+        if not body:
             resp.content_type = None
         uri = req.relative_uri if req.query_string else req.root_path + req.path
         line = '[%s] %s "%s %s" status: %s len: %d'
@@ -146,7 +152,11 @@ class ContentNegotiation:
             raise MethodNotAllowed(
                 "The method OPTIONS is not allowed for this resource.", allow=", ".join(allowed)
             )
-        accept = req.get_header("accept")
+        # As upstream, only GETs that answer with a document check Accept; a
+        # write with `accept: text/plain` still runs (its errors come as text).
+        accept = req.get_header("accept") if req.method == "GET" else None
+        if req.path in UNAUTHENTICATED_PATHS:
+            accept = None
         if accept and accept.strip() != "*/*" and not req.client_accepts("application/json"):
             raise NotAcceptable("Only application/json is provided")
         length = req.content_length
@@ -171,16 +181,72 @@ def error_document(
     return {"errors": [error]}
 
 
+def _accept_quality(ranges: list[tuple[str, float]], offer: str) -> float:
+    """q of the most specific Accept range matching `offer` (0 when none does)."""
+    kind = offer.split("/")[0]
+    best, quality = -1, 0.0
+    for media, q in ranges:
+        rank = 2 if media == offer else 1 if media == f"{kind}/*" else 0 if media == "*/*" else -1
+        if rank > best:
+            best, quality = rank, q
+    return quality
+
+
+def error_format(req: falcon.Request) -> str:
+    """As upstream (webob): errors are JSON when the client sends no Accept or
+    `*/*`; otherwise the better of text/html and JSON by q (html on a tie),
+    else plain text."""
+    accept = (req.get_header("accept") or "").strip()
+    if not accept or accept == "*/*":
+        return falcon.MEDIA_JSON
+    ranges = []
+    for part in accept.split(","):
+        media, *params = (p.strip() for p in part.split(";"))
+        q = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        ranges.append((media.lower(), q))
+    html_q, json_q = (_accept_quality(ranges, o) for o in ("text/html", "application/json"))
+    if max(html_q, json_q) <= 0:
+        return falcon.MEDIA_TEXT
+    return falcon.MEDIA_HTML if html_q >= json_q else falcon.MEDIA_JSON
+
+
+def render_error(req: falcon.Request, resp: falcon.Response, document: dict) -> None:
+    """The error document as JSON, or as the html/plain page webob would give."""
+    media = error_format(req)
+    resp.content_type = media
+    if media == falcon.MEDIA_JSON:
+        resp.media = document
+        return
+    error = document["errors"][0]
+    status = f"{error['status']} {error['title']}"
+    if media == falcon.MEDIA_HTML:
+        resp.text = (
+            f"<html>\n <head>\n  <title>{html.escape(status)}</title>\n </head>\n <body>\n"
+            f"  <h1>{html.escape(status)}</h1>\n  {html.escape(error['detail'])}\n"
+            " </body>\n</html>"
+        )
+    else:
+        resp.text = f"{status}\n\n{error['detail']}"
+
+
 def handle_tally_error(
     req: falcon.Request, resp: falcon.Response, exc: TallyError, params: dict
 ) -> None:
     headers = {k: v for k, v in exc.extra.items() if k in {"allow"}}
     body_extra = {k: v for k, v in exc.extra.items() if k not in headers}
     resp.status = exc.status
-    resp.content_type = falcon.MEDIA_JSON
     for name, value in headers.items():
         resp.set_header(name, value)
-    resp.media = error_document(req, exc.status, exc.title, exc.detail, exc.code, **body_extra)
+    render_error(
+        req, resp, error_document(req, exc.status, exc.title, exc.detail, exc.code, **body_extra)
+    )
 
 
 def serialize_falcon_error(
@@ -199,8 +265,7 @@ def serialize_falcon_error(
     title = exc.title
     if title.split(" ", 1)[0].isdigit():  # falcon titles are status lines: "404 Not Found"
         title = title.split(" ", 1)[1]
-    resp.content_type = falcon.MEDIA_JSON
-    resp.media = error_document(req, exc.status_code, title, detail, codes.DEFAULT)
+    render_error(req, resp, error_document(req, exc.status_code, title, detail, codes.DEFAULT))
 
 
 def handle_unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: dict):
