@@ -1,0 +1,68 @@
+"""JSON schemas of /resource_providers/{uuid}/inventories[/{resource_class}].
+
+The bodies are the same at every microversion; what changes with the version
+(reserved == total allowed from 1.26) is a rule of the ledger, not a shape.
+Limits are those of the database columns: 32-bit integers and a single
+precision float for allocation_ratio, as upstream stores them.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+MAX_INT = 2147483647
+MAX_FLOAT = 3.40282e38
+RESOURCE_CLASS_PATTERN = "^[A-Z0-9_]+$"
+
+
+def _count(minimum: int) -> dict[str, Any]:
+    return {"type": "integer", "minimum": minimum, "maximum": MAX_INT}
+
+
+RECORD_PROPERTIES: dict[str, Any] = {
+    "resource_provider_generation": {"type": "integer"},
+    "total": _count(1),
+    "reserved": _count(0),
+    "min_unit": _count(1),
+    "max_unit": _count(1),
+    "step_size": _count(1),
+    "allocation_ratio": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_FLOAT},
+}
+
+
+def _record(*required: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {**copy.deepcopy(RECORD_PROPERTIES), **extra},
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+# PUT /resource_providers/{uuid}/inventories/{resource_class}
+PUT_INVENTORY = _record("total", "resource_provider_generation")
+
+# POST /resource_providers/{uuid}/inventories (a generation may be sent; it is not checked)
+POST_INVENTORY = _record(
+    "total",
+    "resource_class",
+    resource_class={"type": "string", "pattern": RESOURCE_CLASS_PATTERN},
+)
+
+# PUT /resource_providers/{uuid}/inventories. Keys that do not look like a class
+# name still get their record checked, then fail as an unknown class.
+_ENTRY = _record("total")
+PUT_INVENTORIES: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "resource_provider_generation": {"type": "integer"},
+        "inventories": {
+            "type": "object",
+            "patternProperties": {RESOURCE_CLASS_PATTERN: _ENTRY},
+            "additionalProperties": _ENTRY,
+        },
+    },
+    "required": ["resource_provider_generation", "inventories"],
+    "additionalProperties": False,
+}
