@@ -1,8 +1,29 @@
-"""Handlers of aggregates (to be written)."""
+"""/resource_providers/{uuid}/aggregates (from microversion 1.1).
+
+Before 1.19 the PUT body is a bare list of uuids and the provider generation is
+neither checked nor moved; from 1.19 the body and the answer carry
+`resource_provider_generation`, which the PUT checks and bumps.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
+import falcon
+
 from tally.placement.context import Service
+from tally.placement.handlers.common import cache_headers, read_json, since, validate
+from tally.placement.ledger import aggregates as ledger
+from tally.placement.schemas import aggregates as schemas
+
+
+def _send(req: falcon.Request, resp: falcon.Response, found: ledger.ProviderAggregates) -> None:
+    body: dict[str, Any] = {"aggregates": found.aggregates}
+    if req.context.version >= schemas.GENERATION_VERSION:
+        body["resource_provider_generation"] = found.generation
+    resp.media = body
+    # Associations carry no meaningful time of their own: last-modified is now.
+    cache_headers(req, resp)
 
 
 class ProviderAggregates:
@@ -10,3 +31,24 @@ class ProviderAggregates:
 
     def __init__(self, service: Service) -> None:
         self.service = service
+
+    @since("1.1")
+    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        _send(req, resp, ledger.provider_aggregates(self.service.engine, uuid))
+
+    @since("1.1")
+    def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        body = read_json(req)
+        with_generation = req.context.version >= schemas.GENERATION_VERSION
+        schema = schemas.put_body(req.context.version)
+
+        def wanted() -> ledger.Wanted:
+            validate(body, schema)
+            if with_generation:
+                return body["aggregates"], body["resource_provider_generation"]
+            return body, None
+
+        found = ledger.set_provider_aggregates(
+            self.service.engine, uuid, wanted, bump=with_generation
+        )
+        _send(req, resp, found)

@@ -1,8 +1,34 @@
-"""Handlers of resource classes (to be written)."""
+"""/resource_classes and /resource_classes/{name} (from microversion 1.2).
+
+PUT changes meaning at 1.7: before, it renames a custom class (JSON body);
+from 1.7 it has no body and creates the class in the path unless it exists.
+"""
 
 from __future__ import annotations
 
+import falcon
+
 from tally.placement.context import Service
+from tally.placement.handlers.common import (
+    cache_headers,
+    read_json,
+    since,
+    url,
+    utcnow,
+    validate,
+)
+from tally.placement.ledger import resource_classes as ledger
+from tally.placement.schemas import resource_classes as schemas
+
+BODILESS_PUT = (1, 7)
+
+
+def _link(req: falcon.Request, name: str) -> str:
+    return url(req, f"/resource_classes/{name}")
+
+
+def _show(req: falcon.Request, found: ledger.ResourceClass) -> dict:
+    return {"name": found.name, "links": [{"rel": "self", "href": _link(req, found.name)}]}
 
 
 class ResourceClasses:
@@ -11,9 +37,45 @@ class ResourceClasses:
     def __init__(self, service: Service) -> None:
         self.service = service
 
+    @since("1.2")
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        classes = ledger.list_classes(self.service.engine)
+        resp.media = {"resource_classes": [_show(req, found) for found in classes]}
+        # A class never written by a client (the standard ones) counts as new.
+        cache_headers(req, resp, *(found.modified or utcnow() for found in classes))
+
+    @since("1.2")
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        body = read_json(req, schemas.NAME_BODY)
+        created, _ = ledger.ensure_class(self.service.engine, body["name"], must_be_new=True)
+        resp.status = falcon.HTTP_201
+        resp.location = _link(req, created.name)
+
 
 class ResourceClass:
     POLICY = "placement:resource_classes"
 
     def __init__(self, service: Service) -> None:
         self.service = service
+
+    @since("1.2")
+    def on_get(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        found = ledger.get_class(self.service.engine, name)
+        resp.media = _show(req, found)
+        cache_headers(req, resp, found.modified)
+
+    @since("1.2")
+    def on_put(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        if req.context.version < BODILESS_PUT:
+            body = read_json(req, schemas.NAME_BODY)
+            resp.media = _show(req, ledger.rename_class(self.service.engine, name, body["name"]))
+            return
+        validate({"name": name}, schemas.NAME_BODY)
+        found, created = ledger.ensure_class(self.service.engine, name, must_be_new=False)
+        resp.status = falcon.HTTP_201 if created else falcon.HTTP_204
+        resp.location = _link(req, found.name)
+
+    @since("1.2")
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
+        ledger.delete_class(self.service.engine, name)
+        resp.status = falcon.HTTP_204

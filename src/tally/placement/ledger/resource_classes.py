@@ -1,0 +1,145 @@
+"""Resource classes: the standard ones (synced at start, ids below
+`CUSTOM_RC_START_ID`) and the CUSTOM_* ones operators add.
+
+Custom ids are `max(id) + 1`, starting at `CUSTOM_RC_START_ID`. Two writers on
+PostgreSQL may pick the same id; the loser's insert fails on the primary key and
+the whole transaction is retried, so ids stay dense and never collide.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import sqlalchemy as sa
+
+from tally.db import schema as t
+from tally.db.engine import is_sqlite, transaction
+from tally.placement.ledger.common import utcnow
+from tally.placement.ledger.errors import BadRequest, Conflict, NotFound
+
+RETRIES = 10
+
+rc = t.resource_classes
+
+
+@dataclasses.dataclass(frozen=True)
+class ResourceClass:
+    id: int
+    name: str
+    created_at: dt.datetime | None
+    updated_at: dt.datetime | None
+
+    @property
+    def is_standard(self) -> bool:
+        return self.id < t.CUSTOM_RC_START_ID
+
+    @property
+    def modified(self) -> dt.datetime | None:
+        return self.updated_at or self.created_at
+
+
+def _from_row(row: sa.Row) -> ResourceClass:
+    return ResourceClass(row.id, row.name, row.created_at, row.updated_at)
+
+
+def _find(conn: sa.Connection, name: str, *, for_update: bool = False) -> ResourceClass | None:
+    query = sa.select(rc).where(rc.c.name == name)
+    if for_update and not is_sqlite(conn):
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    return _from_row(row) if row is not None else None
+
+
+def _get(conn: sa.Connection, name: str, *, for_update: bool = False) -> ResourceClass:
+    found = _find(conn, name, for_update=for_update)
+    if found is None:
+        raise NotFound(f"No such resource class {name}.")
+    return found
+
+
+def list_classes(engine: sa.Engine) -> list[ResourceClass]:
+    with transaction(engine) as conn:
+        return [_from_row(row) for row in conn.execute(sa.select(rc).order_by(rc.c.id))]
+
+
+def get_class(engine: sa.Engine, name: str) -> ResourceClass:
+    with transaction(engine) as conn:
+        return _get(conn, name)
+
+
+def _insert(conn: sa.Connection, name: str) -> ResourceClass:
+    top = conn.execute(sa.select(sa.func.max(rc.c.id))).scalar()
+    new_id = max(t.CUSTOM_RC_START_ID, (top or 0) + 1)
+    now = utcnow()
+    conn.execute(rc.insert().values(id=new_id, name=name, created_at=now))
+    return ResourceClass(new_id, name, now, None)
+
+
+def _lookup(engine: sa.Engine, name: str) -> ResourceClass | None:
+    with transaction(engine) as conn:
+        return _find(conn, name)
+
+
+def ensure_class(engine: sa.Engine, name: str, *, must_be_new: bool) -> tuple[ResourceClass, bool]:
+    """Create the custom class `name`; `(class, created)`.
+
+    With `must_be_new` an existing class is a 409; otherwise it is returned
+    as it is (the create-or-confirm PUT of 1.7).
+    """
+    for _ in range(RETRIES):
+        try:
+            with transaction(engine, write=True) as conn:
+                existing = _find(conn, name)
+                if existing is None:
+                    return _insert(conn, name), True
+        except sa.exc.IntegrityError:
+            # A concurrent writer took our id (retry) or created the same name.
+            existing = _lookup(engine, name)
+            if existing is None:
+                continue
+        if must_be_new:
+            raise Conflict(f"Conflicting resource class already exists: {name}")
+        return existing, False
+    raise Conflict(
+        "Max retries of DB transaction exceeded attempting to create resource class: "
+        f"{name}, please try again."
+    )
+
+
+def rename_class(engine: sa.Engine, name: str, new_name: str) -> ResourceClass:
+    """The PUT of 1.2 - 1.6: rename a custom class (standard ones are fixed)."""
+    try:
+        with transaction(engine, write=True) as conn:
+            current = _get(conn, name, for_update=True)
+            if current.is_standard:
+                raise BadRequest(f"Cannot update standard resource class {name}")
+            if new_name != name and _find(conn, new_name) is not None:
+                raise Conflict(f"Resource class already exists: {new_name}")
+            now = utcnow()
+            conn.execute(
+                rc.update().where(rc.c.id == current.id).values(name=new_name, updated_at=now)
+            )
+            return dataclasses.replace(current, name=new_name, updated_at=now)
+    except sa.exc.IntegrityError:
+        raise Conflict(f"Resource class already exists: {new_name}") from None
+
+
+def delete_class(engine: sa.Engine, name: str) -> None:
+    """Delete a custom class nobody uses: standard -> 400, in use -> 409."""
+    with transaction(engine, write=True) as conn:
+        current = _get(conn, name, for_update=True)
+        if current.is_standard:
+            raise BadRequest(
+                f"Error in delete resource class: Cannot delete standard resource class {name}."
+            )
+        for table, where in ((t.inventories, "inventory"), (t.allocations, "allocations")):
+            used = conn.execute(
+                sa.select(table.c.id).where(table.c.resource_class_id == current.id).limit(1)
+            ).first()
+            if used is not None:
+                raise Conflict(
+                    f"Error in delete resource class: {name} cannot be deleted. "
+                    f"Class is in use in {where}."
+                )
+        conn.execute(rc.delete().where(rc.c.id == current.id))

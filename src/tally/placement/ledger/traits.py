@@ -1,0 +1,174 @@
+"""Traits (standard ones synced at start from os-traits, CUSTOM_* added by
+operators) and the set of traits of each provider.
+
+Deleting a trait and giving it to a provider can race on PostgreSQL; the
+delete locks the trait row and a provider write share-locks the rows of the
+traits it sets, so one of them always sees the other's committed result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import sqlalchemy as sa
+
+from tally.db import schema as t
+from tally.db.engine import is_sqlite, transaction
+from tally.placement.ledger.common import bump_generation, provider_row, utcnow
+from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict, NotFound
+
+CUSTOM_PREFIX = "CUSTOM_"
+
+tr = t.traits
+rpt = t.resource_provider_traits
+
+
+@dataclasses.dataclass(frozen=True)
+class Trait:
+    id: int
+    name: str
+    created_at: dt.datetime | None
+    updated_at: dt.datetime | None
+
+    @property
+    def modified(self) -> dt.datetime | None:
+        return self.updated_at or self.created_at
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderTraits:
+    generation: int
+    traits: list[Trait]
+
+
+def _from_row(row: sa.Row) -> Trait:
+    return Trait(row.id, row.name, row.created_at, row.updated_at)
+
+
+def _find(conn: sa.Connection, name: str, *, for_update: bool = False) -> Trait | None:
+    query = sa.select(tr).where(tr.c.name == name)
+    if for_update and not is_sqlite(conn):
+        query = query.with_for_update()
+    row = conn.execute(query).first()
+    return _from_row(row) if row is not None else None
+
+
+def _get(conn: sa.Connection, name: str, *, for_update: bool = False) -> Trait:
+    found = _find(conn, name, for_update=for_update)
+    if found is None:
+        raise NotFound(f"No such trait(s): {name}.")
+    return found
+
+
+def list_traits(
+    engine: sa.Engine,
+    *,
+    names: list[str] | None = None,
+    prefix: str | None = None,
+    associated: bool | None = None,
+) -> list[Trait]:
+    """Traits by name (`names`, `prefix`) and by whether a provider has them."""
+    query = sa.select(tr).order_by(tr.c.name)
+    if names is not None:
+        query = query.where(tr.c.name.in_(names))
+    if prefix is not None:
+        query = query.where(tr.c.name.startswith(prefix, autoescape=True))
+    if associated is not None:
+        used = sa.exists().where(rpt.c.trait_id == tr.c.id)
+        query = query.where(used if associated else ~used)
+    with transaction(engine) as conn:
+        return [_from_row(row) for row in conn.execute(query)]
+
+
+def get_trait(engine: sa.Engine, name: str) -> Trait:
+    with transaction(engine) as conn:
+        return _get(conn, name)
+
+
+def ensure_trait(engine: sa.Engine, name: str) -> tuple[Trait, bool]:
+    """Create the custom trait `name` unless it exists; `(trait, created)`."""
+    try:
+        with transaction(engine, write=True) as conn:
+            existing = _find(conn, name)
+            if existing is not None:
+                return existing, False
+            now = utcnow()
+            new_id = conn.execute(
+                tr.insert().values(name=name, created_at=now)
+            ).inserted_primary_key[0]
+            return Trait(new_id, name, now, None), True
+    except sa.exc.IntegrityError:
+        # Someone created it between our look and our insert: it exists now.
+        return get_trait(engine, name), False
+
+
+def delete_trait(engine: sa.Engine, name: str) -> None:
+    """Delete a custom trait no provider has: standard -> 400, in use -> 409."""
+    with transaction(engine, write=True) as conn:
+        trait = _get(conn, name, for_update=True)
+        if not name.startswith(CUSTOM_PREFIX):
+            raise BadRequest(f"Cannot delete standard trait {name}.")
+        in_use = conn.execute(sa.select(rpt.c.trait_id).where(rpt.c.trait_id == trait.id).limit(1))
+        if in_use.first() is not None:
+            raise Conflict(f"The trait {name} is in use by a resource provider.")
+        conn.execute(tr.delete().where(tr.c.id == trait.id))
+
+
+def _traits_of(conn: sa.Connection, provider_id: int) -> list[Trait]:
+    query = (
+        sa.select(tr)
+        .join(rpt, rpt.c.trait_id == tr.c.id)
+        .where(rpt.c.resource_provider_id == provider_id)
+        .order_by(tr.c.name)
+    )
+    return [_from_row(row) for row in conn.execute(query)]
+
+
+def provider_traits(engine: sa.Engine, uuid: str) -> ProviderTraits:
+    with transaction(engine) as conn:
+        provider = provider_row(conn, uuid)
+        return ProviderTraits(provider.generation, _traits_of(conn, provider.id))
+
+
+def set_provider_traits(
+    engine: sa.Engine, uuid: str, names: list[str], generation: int | None
+) -> ProviderTraits:
+    """Replace the traits of a provider. `generation` is what the client last
+    saw (None: take the current one, as DELETE does). The generation moves
+    only when the set changes."""
+    with transaction(engine, write=True) as conn:
+        provider = provider_row(conn, uuid, for_update=True)
+        if generation is not None and generation != provider.generation:
+            raise ConcurrentUpdate(
+                "Resource provider's generation already changed. "
+                "Please update the generation and try again."
+            )
+        query = sa.select(tr).where(tr.c.name.in_(set(names))).order_by(tr.c.name)
+        if not is_sqlite(conn):
+            query = query.with_for_update(read=True)
+        wanted = [_from_row(row) for row in conn.execute(query)]
+        missing = set(names) - {trait.name for trait in wanted}
+        if missing:
+            raise BadRequest(f"No such trait {', '.join(sorted(missing))}")
+        have = {trait.id for trait in _traits_of(conn, provider.id)}
+        want = {trait.id for trait in wanted}
+        if have == want:
+            return ProviderTraits(provider.generation, wanted)
+        if have - want:
+            conn.execute(
+                rpt.delete()
+                .where(rpt.c.resource_provider_id == provider.id)
+                .where(rpt.c.trait_id.in_(have - want))
+            )
+        if want - have:
+            now = utcnow()
+            conn.execute(
+                rpt.insert(),
+                [
+                    {"resource_provider_id": provider.id, "trait_id": trait_id, "created_at": now}
+                    for trait_id in sorted(want - have)
+                ],
+            )
+        new_generation = bump_generation(conn, provider.id, provider.generation, uuid)
+        return ProviderTraits(new_generation, wanted)
