@@ -24,6 +24,27 @@ def make_provider(engine: sa.Engine, name: str | None = None) -> str:
     return uuid
 
 
+def provider_with_inventory(engine: sa.Engine, **inventory: int | dict) -> str:
+    """A root provider with inventory: `VCPU=8` or `DISK_GB={"total": 100, "step_size": 10}`."""
+    rp_uuid = make_provider(engine)
+    with transaction(engine, write=True) as conn:
+        rp_id = provider_row(conn, rp_uuid).id
+        for rc, spec in inventory.items():
+            spec = spec if isinstance(spec, dict) else {"total": spec}
+            rc_id = conn.execute(
+                sa.select(t.resource_classes.c.id).where(t.resource_classes.c.name == rc)
+            ).scalar_one()
+            row = {"reserved": 0, "min_unit": 1, "step_size": 1, "allocation_ratio": 1.0}
+            row.update(spec)
+            row.setdefault("max_unit", row["total"])
+            conn.execute(
+                t.inventories.insert().values(
+                    resource_provider_id=rp_id, resource_class_id=rc_id, **row
+                )
+            )
+    return rp_uuid
+
+
 def allocate(
     conn: sa.Connection,
     provider: str,

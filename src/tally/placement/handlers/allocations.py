@@ -1,26 +1,121 @@
-"""Handlers of allocations (to be written)."""
+"""Handlers of allocations: POST /allocations (many consumers at once, 1.13),
+/allocations/{consumer_uuid} (GET, PUT, DELETE) and
+GET /resource_providers/{uuid}/allocations.
+
+Version switches: list-form PUT body before 1.12, dict form from 1.12;
+project_id/user_id required from 1.8 and shown from 1.12; consumer
+generations from 1.28 (and `{}` removes a consumer's allocations);
+mappings accepted from 1.34; consumer_type from 1.38;
+`last-modified`/`cache-control` from 1.15.
+"""
 
 from __future__ import annotations
 
+import uuid as uuidlib
+from typing import Any
+
+import falcon
+
 from tally.placement.context import Service
+from tally.placement.handlers.common import cache_headers, is_uuid_like, read_json, since
+from tally.placement.ledger import allocations as ledger
+from tally.placement.ledger.consumers import INCOMPLETE_ID
+from tally.placement.ledger.errors import BadRequest
+from tally.placement.schemas import allocations as schemas
+
+
+def _write(consumer_uuid: str, body: dict[str, Any], version: Any) -> ledger.ConsumerWrite:
+    """A ledger write from one consumer's validated body."""
+    allocations = body["allocations"]
+    if isinstance(allocations, list):  # before 1.12; a repeated provider: the last wins
+        allocations = {a["resource_provider"]["uuid"]: a for a in allocations}
+    return ledger.ConsumerWrite(
+        uuid=consumer_uuid,
+        project_id=body.get("project_id", INCOMPLETE_ID),
+        user_id=body.get("user_id", INCOMPLETE_ID),
+        allocations={rp: dict(entry["resources"]) for rp, entry in allocations.items()},
+        check_generation=version >= (1, 28),
+        generation=body.get("consumer_generation"),
+        consumer_type=body.get("consumer_type"),
+    )
 
 
 class Allocations:
+    """/allocations: POST only, from 1.13."""
+
     POLICY = "placement:allocations"
 
     def __init__(self, service: Service) -> None:
         self.service = service
+
+    @since("1.13")
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """Replace the allocations of several consumers in one transaction."""
+        version = req.context.version
+        data = read_json(req, schemas.pick(schemas.POST_SCHEMAS, version))
+        writes = [_write(consumer, body, version) for consumer, body in data.items()]
+        ledger.replace(
+            self.service.engine, writes, self.service.settings.allocation_conflict_retry_count
+        )
+        resp.status = falcon.HTTP_204
 
 
 class ConsumerAllocations:
+    """/allocations/{consumer_uuid}"""
+
     POLICY = "placement:allocations"
 
     def __init__(self, service: Service) -> None:
         self.service = service
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
+        """Any string names a consumer; an unknown one simply holds nothing."""
+        found = ledger.for_consumer(self.service.engine, consumer_uuid)
+        version = req.context.version
+        body: dict[str, Any] = {"allocations": found.allocations}
+        if found.allocations and version >= (1, 12):
+            body["project_id"] = found.project_id
+            body["user_id"] = found.user_id
+            if version >= (1, 28):
+                body["consumer_generation"] = found.generation
+            if version >= (1, 38):
+                body["consumer_type"] = found.consumer_type
+        resp.media = body
+        cache_headers(req, resp, found.last_modified)
+
+    def on_put(self, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
+        if not is_uuid_like(consumer_uuid):
+            raise BadRequest(f"Malformed consumer_uuid: {consumer_uuid}")
+        consumer_uuid = str(uuidlib.UUID(consumer_uuid))
+        version = req.context.version
+        data = read_json(req, schemas.pick(schemas.PUT_SCHEMAS, version))
+        ledger.replace(
+            self.service.engine,
+            [_write(consumer_uuid, data, version)],
+            self.service.settings.allocation_conflict_retry_count,
+        )
+        resp.status = falcon.HTTP_204
+
+    def on_delete(self, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
+        ledger.delete_consumer(self.service.engine, consumer_uuid)
+        resp.status = falcon.HTTP_204
 
 
 class ProviderAllocations:
+    """/resource_providers/{uuid}/allocations: GET only."""
+
     POLICY = "placement:allocations"
 
     def __init__(self, service: Service) -> None:
         self.service = service
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
+        found = ledger.for_provider(self.service.engine, uuid)
+        if req.context.version < (1, 28):
+            for entry in found.allocations.values():
+                del entry["consumer_generation"]
+        resp.media = {
+            "allocations": found.allocations,
+            "resource_provider_generation": found.generation,
+        }
+        cache_headers(req, resp, found.last_modified)

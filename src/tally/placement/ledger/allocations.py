@@ -1,0 +1,435 @@
+"""Allocations: reading them, and the one write path that replaces the
+allocations of one or more consumers atomically (PUT /allocations/{uuid},
+POST /allocations, and the reshaper via `replace_in`).
+
+The capacity guard and the write happen in one transaction. On PostgreSQL the
+consumer rows and then the provider rows are locked (`SELECT ... FOR UPDATE`,
+sorted) before usage is read; on SQLite `BEGIN IMMEDIATE` makes the write the
+only writer. So no two concurrent claims can both pass the guard on stale
+usage. A write may end above capacity on a (provider, class) only when it does
+not increase usage there (shrinking an existing overage), as upstream allows.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime as dt
+import logging
+from typing import NamedTuple
+
+import sqlalchemy as sa
+
+from tally.db import schema as t
+from tally.db.engine import transaction
+from tally.placement.ledger import consumers as cons
+from tally.placement.ledger.common import bump_generation, lock_providers, utcnow
+from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict, NotFound
+from tally.placement.ledger.usage_queries import capacity, used_by_provider
+
+LOG = logging.getLogger(__name__)
+
+# PostgreSQL SQLSTATEs of transactions the server may simply run again.
+_RETRIABLE_PGCODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+
+
+@dataclasses.dataclass
+class ConsumerWrite:
+    """The complete new allocations of one consumer (empty: remove them all)."""
+
+    uuid: str
+    project_id: str
+    user_id: str
+    allocations: dict[str, dict[str, int]]  # provider uuid -> {resource class: amount}
+    check_generation: bool = False  # microversion >= 1.28
+    generation: int | None = None  # what the client believes (None: a new consumer)
+    consumer_type: str | None = None  # None leaves the type as it is (< 1.38)
+
+
+@dataclasses.dataclass
+class ConsumerAllocations:
+    allocations: dict[str, dict]  # provider uuid -> {"generation", "resources"}
+    project_id: str | None = None
+    user_id: str | None = None
+    generation: int | None = None
+    consumer_type: str | None = None
+    last_modified: dt.datetime | None = None
+
+
+@dataclasses.dataclass
+class ProviderAllocations:
+    generation: int
+    allocations: dict[str, dict]  # consumer uuid -> {"resources", "consumer_generation"}
+    last_modified: dt.datetime | None = None
+
+
+class _Retry(Exception):
+    """A race the server resolves by running the whole write again."""
+
+
+# ---------------------------------------------------------------- reads
+
+
+def for_consumer(engine: sa.Engine, consumer_uuid: str) -> ConsumerAllocations:
+    a, rp, rc, c = t.allocations, t.resource_providers, t.resource_classes, t.consumers
+    query = (
+        sa.select(
+            rp.c.uuid.label("rp_uuid"),
+            rp.c.generation.label("rp_generation"),
+            rc.c.name.label("rc_name"),
+            a.c.used,
+            a.c.created_at,
+            a.c.updated_at,
+            c.c.project_id,
+            c.c.user_id,
+            c.c.generation,
+            c.c.consumer_type_id,
+        )
+        .select_from(
+            a.join(rp, rp.c.id == a.c.resource_provider_id)
+            .join(rc, rc.c.id == a.c.resource_class_id)
+            .join(c, c.c.uuid == a.c.consumer_id)
+        )
+        .where(a.c.consumer_id == consumer_uuid)
+    )
+    with transaction(engine) as conn:
+        rows = conn.execute(query).all()
+        if not rows:
+            return ConsumerAllocations(allocations={})
+        type_names = cons.consumer_type_names(conn)
+    result = ConsumerAllocations(
+        allocations={},
+        project_id=rows[0].project_id,
+        user_id=rows[0].user_id,
+        generation=rows[0].generation,
+        consumer_type=type_names.get(rows[0].consumer_type_id, cons.UNKNOWN_TYPE),
+        last_modified=_newest(rows),
+    )
+    for row in rows:
+        entry = result.allocations.setdefault(
+            row.rp_uuid, {"generation": row.rp_generation, "resources": {}}
+        )
+        entry["resources"][row.rc_name] = row.used
+    return result
+
+
+def for_provider(engine: sa.Engine, provider_uuid: str) -> ProviderAllocations:
+    a, rp, rc, c = t.allocations, t.resource_providers, t.resource_classes, t.consumers
+    with transaction(engine) as conn:
+        provider = conn.execute(
+            sa.select(rp.c.id, rp.c.generation).where(rp.c.uuid == provider_uuid)
+        ).first()
+        if provider is None:
+            raise NotFound(f"Resource provider '{provider_uuid}' not found.")
+        rows = conn.execute(
+            sa.select(
+                a.c.consumer_id,
+                rc.c.name.label("rc_name"),
+                a.c.used,
+                a.c.created_at,
+                a.c.updated_at,
+                c.c.generation,
+            )
+            .select_from(
+                a.join(rc, rc.c.id == a.c.resource_class_id).outerjoin(
+                    c, c.c.uuid == a.c.consumer_id
+                )
+            )
+            .where(a.c.resource_provider_id == provider.id)
+        ).all()
+    result = ProviderAllocations(
+        generation=provider.generation, allocations={}, last_modified=_newest(rows)
+    )
+    for row in rows:
+        entry = result.allocations.setdefault(
+            row.consumer_id, {"resources": {}, "consumer_generation": row.generation}
+        )
+        entry["resources"][row.rc_name] = row.used
+    return result
+
+
+def _newest(rows: list[sa.Row]) -> dt.datetime | None:
+    stamps = [row.updated_at or row.created_at for row in rows]
+    known = [s for s in stamps if s is not None]
+    return max(known) if known else None
+
+
+# ---------------------------------------------------------------- delete
+
+
+def delete_consumer(engine: sa.Engine, consumer_uuid: str) -> None:
+    """DELETE /allocations/{uuid}: remove every allocation of the consumer, and
+    the consumer with them. As upstream, provider generations do not move."""
+    a = t.allocations
+    with transaction(engine, write=True) as conn:
+        cons.lock_consumers(conn, [consumer_uuid])
+        deleted = conn.execute(a.delete().where(a.c.consumer_id == consumer_uuid)).rowcount
+        if not deleted:
+            raise NotFound(f"No allocations for consumer '{consumer_uuid}'")
+        cons.delete_if_unused(conn, [consumer_uuid])
+
+
+# ---------------------------------------------------------------- write
+
+
+def replace(engine: sa.Engine, writes: list[ConsumerWrite], retries: int = 10) -> None:
+    """Replace the allocations of every consumer in `writes`, all or nothing.
+
+    Races the server can resolve alone (two requests creating the same new
+    consumer or consumer type, a deadlock, a provider generation moving) run the
+    whole transaction again, at most `retries` times; then 409
+    `placement.concurrent_update`.
+    """
+    for _attempt in range(max(1, retries)):
+        try:
+            with transaction(engine, write=True) as conn:
+                replace_in(conn, writes)
+            return
+        except (_Retry, sa.exc.IntegrityError):
+            LOG.debug("allocation write raced another writer; retrying")
+        except sa.exc.DBAPIError as exc:
+            if _pgcode(exc) not in _RETRIABLE_PGCODES:
+                raise
+            LOG.debug("allocation write hit %s; retrying", _pgcode(exc))
+    LOG.warning("allocation write gave up after %d attempts", max(1, retries))
+    raise ConcurrentUpdate(
+        "Inventory and/or allocations changed while attempting to allocate: "
+        "another request updated the same providers or consumers, please retry"
+    )
+
+
+def _pgcode(exc: sa.exc.DBAPIError) -> str | None:
+    orig = exc.orig
+    return getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+
+
+def replace_in(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
+    """The body of `replace`, inside a write transaction the caller opened."""
+    writes = _merge(writes)
+    consumers = _claim_consumers(conn, writes)
+    provider_ids = _provider_ids(conn, writes)
+    class_ids = _class_ids(conn, writes)
+    old = _current(conn, [w.uuid for w in writes])
+    lock_providers(conn, sorted(set(provider_ids.values()) | {r.rp_id for r in old}))
+    _check(conn, writes, provider_ids, class_ids, old)
+
+    a = t.allocations
+    conn.execute(a.delete().where(a.c.consumer_id.in_([w.uuid for w in writes])))
+    now = utcnow()
+    rows = [
+        {
+            "resource_provider_id": provider_ids[rp_uuid],
+            "consumer_id": w.uuid,
+            "resource_class_id": class_ids[rc],
+            "used": amount,
+            "created_at": now,
+        }
+        for w in writes
+        for rp_uuid, resources in w.allocations.items()
+        for rc, amount in resources.items()
+    ]
+    if rows:
+        conn.execute(a.insert(), rows)
+
+    # As upstream: the providers named in the request, and those a consumer
+    # being emptied held, get a new generation.
+    emptied = {w.uuid for w in writes if not w.allocations}
+    touched = set(provider_ids.values()) | {r.rp_id for r in old if r.consumer in emptied}
+    _bump_providers(conn, touched)
+    for consumer in consumers.values():
+        cons.save_consumer(conn, consumer)
+    cons.delete_if_unused(conn, emptied)
+
+
+def _merge(writes: list[ConsumerWrite]) -> list[ConsumerWrite]:
+    """One write per consumer (the last wins), without empty resource maps."""
+    merged: dict[str, ConsumerWrite] = {}
+    for w in writes:
+        merged[w.uuid] = dataclasses.replace(
+            w, allocations={rp: dict(res) for rp, res in w.allocations.items() if res}
+        )
+    return list(merged.values())
+
+
+def _claim_consumers(conn: sa.Connection, writes: list[ConsumerWrite]) -> dict[str, cons.Consumer]:
+    """Lock existing consumers, check generations, create new ones (sorted
+    by uuid, so writers never deadlock on each other's consumers)."""
+    existing = cons.lock_consumers(conn, [w.uuid for w in writes])
+    for w in writes:
+        _check_generation(w, existing.get(w.uuid))
+    result: dict[str, cons.Consumer] = {}
+    for w in sorted(writes, key=lambda w: w.uuid):
+        consumer = existing.get(w.uuid)
+        if consumer is None and not w.allocations:
+            continue  # nothing to remove, nobody to create
+        type_id = None if w.consumer_type is None else cons.consumer_type_id(conn, w.consumer_type)
+        if consumer is None:
+            consumer = cons.create_consumer(conn, w.uuid, w.project_id, w.user_id, type_id)
+        else:
+            consumer.project_id, consumer.user_id = w.project_id, w.user_id
+            if type_id is not None:
+                consumer.consumer_type_id = type_id
+        result[w.uuid] = consumer
+    return result
+
+
+def _check_generation(w: ConsumerWrite, consumer: cons.Consumer | None) -> None:
+    if not w.check_generation:
+        return
+    if consumer is None and w.generation is not None:
+        raise ConcurrentUpdate(
+            f"consumer generation conflict - expected null but got {w.generation}"
+        )
+    if consumer is not None and consumer.generation != w.generation:
+        raise ConcurrentUpdate(
+            f"consumer generation conflict - expected {consumer.generation} "
+            f"but got {'null' if w.generation is None else w.generation}"
+        )
+
+
+def _provider_ids(conn: sa.Connection, writes: list[ConsumerWrite]) -> dict[str, int]:
+    """Ids of the providers the request names; 400 for one that does not exist."""
+    wanted = {u for w in writes for u in w.allocations}
+    if not wanted:
+        return {}
+    rp = t.resource_providers
+    found = {
+        row.uuid: row.id
+        for row in conn.execute(sa.select(rp.c.uuid, rp.c.id).where(rp.c.uuid.in_(wanted)))
+    }
+    for w in writes:
+        for rp_uuid in w.allocations:
+            if rp_uuid not in found:
+                raise BadRequest(
+                    f"Allocation for resource provider '{rp_uuid}' that does not exist."
+                )
+    return found
+
+
+def _class_ids(conn: sa.Connection, writes: list[ConsumerWrite]) -> dict[str, int]:
+    wanted = {rc for w in writes for res in w.allocations.values() for rc in res}
+    if not wanted:
+        return {}
+    rc = t.resource_classes
+    found = {
+        row.name: row.id
+        for row in conn.execute(sa.select(rc.c.name, rc.c.id).where(rc.c.name.in_(wanted)))
+    }
+    for w in writes:
+        for res in w.allocations.values():
+            for name in res:
+                if name not in found:
+                    raise BadRequest(
+                        f"Unable to allocate inventory for consumer {w.uuid}: "
+                        f"No such resource class {name}."
+                    )
+    return found
+
+
+class _Held(NamedTuple):
+    consumer: str
+    rp_id: int
+    rc_id: int
+    used: int
+
+
+def _current(conn: sa.Connection, consumer_uuids: list[str]) -> list[_Held]:
+    """The allocations the consumers hold now (their rows are locked)."""
+    a = t.allocations
+    query = sa.select(
+        a.c.consumer_id, a.c.resource_provider_id, a.c.resource_class_id, a.c.used
+    ).where(a.c.consumer_id.in_(consumer_uuids))
+    return [_Held(*row) for row in conn.execute(query)]
+
+
+def _check(
+    conn: sa.Connection,
+    writes: list[ConsumerWrite],
+    provider_ids: dict[str, int],
+    class_ids: dict[str, int],
+    old: list[_Held],
+) -> None:
+    """Inventory exists, min_unit/max_unit/step_size hold, and capacity is not
+    exceeded, per (provider, class) of the new allocations. Reads usage after
+    the provider rows are locked, in the write transaction."""
+    keys = {
+        (provider_ids[rp_uuid], class_ids[rc])
+        for w in writes
+        for rp_uuid, res in w.allocations.items()
+        for rc in res
+    }
+    if not keys:
+        return
+    ids = sorted({k[0] for k in keys})
+    inv = t.inventories
+    inventory = {
+        (row.resource_provider_id, row.resource_class_id): row
+        for row in conn.execute(sa.select(inv).where(inv.c.resource_provider_id.in_(ids)))
+    }
+    used_now = used_by_provider(conn, ids)
+    released: collections.Counter = collections.Counter()
+    for held in old:
+        released[(held.rp_id, held.rc_id)] += held.used
+    wanted: collections.Counter = collections.Counter()
+    for w in writes:
+        for rp_uuid, res in w.allocations.items():
+            for rc, amount in res.items():
+                wanted[(provider_ids[rp_uuid], class_ids[rc])] += amount
+
+    for w in writes:
+        for rp_uuid, res in w.allocations.items():
+            for rc, amount in res.items():
+                key = (provider_ids[rp_uuid], class_ids[rc])
+                row = inventory.get(key)
+                if row is None:
+                    raise Conflict(
+                        f"Unable to allocate inventory: Inventory for '{rc}' on "
+                        f"resource provider '{rp_uuid}' invalid."
+                    )
+                if amount < row.min_unit or amount > row.max_unit or amount % row.step_size != 0:
+                    raise Conflict(
+                        f"Unable to allocate inventory: Unable to create allocation for "
+                        f"'{rc}' on resource provider '{rp_uuid}'. The requested amount "
+                        f"would violate inventory constraints (min_unit {row.min_unit}, "
+                        f"max_unit {row.max_unit}, step_size {row.step_size}; "
+                        f"requested {amount})."
+                    )
+                before = used_now.get(key, 0)
+                after = before - released[key] + wanted[key]
+                limit = capacity(row.total, row.reserved, row.allocation_ratio)
+                if after > limit and after > before:
+                    raise Conflict(
+                        f"Unable to allocate inventory: Unable to create allocation for "
+                        f"'{rc}' on resource provider '{rp_uuid}'. The requested amount "
+                        f"would exceed the capacity ({after} of {limit} in use after "
+                        f"this request)."
+                    )
+                if after > limit:
+                    LOG.warning(
+                        "%s on provider %s stays over capacity (%d of %d) but the "
+                        "write reduces or keeps usage (was %d)",
+                        rc,
+                        rp_uuid,
+                        after,
+                        limit,
+                        before,
+                    )
+
+
+def _bump_providers(conn: sa.Connection, provider_ids: set[int]) -> None:
+    """Bump the generation of each provider. They are locked (or we are the only
+    SQLite writer), so the compare-and-swap can only fail if something broke the
+    lock discipline: then the whole write runs again."""
+    if not provider_ids:
+        return
+    rp = t.resource_providers
+    rows = conn.execute(
+        sa.select(rp.c.id, rp.c.generation, rp.c.uuid)
+        .where(rp.c.id.in_(sorted(provider_ids)))
+        .order_by(rp.c.id)
+    ).all()
+    for row in rows:
+        try:
+            bump_generation(conn, row.id, row.generation, row.uuid)
+        except ConcurrentUpdate:
+            raise _Retry() from None
