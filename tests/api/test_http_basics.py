@@ -78,3 +78,12 @@ def test_keystone_identity_comes_from_auth_token_headers(make_client):
     assert (
         "max_version" in client.simulate_get("/", headers={"x-auth-token": ""}).json["versions"][0]
     )
+
+
+def test_a_body_on_get_or_delete_is_refused(client):
+    for method in ("GET", "DELETE"):
+        result = client.simulate_request(
+            method, "/resource_classes/CUSTOM_X", body='{"a": 1}', content_type="application/json"
+        )
+        assert result.status_code == 400
+        assert f"A {method} request does not take a body" in result.json["errors"][0]["detail"]

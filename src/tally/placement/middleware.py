@@ -160,6 +160,8 @@ class ContentNegotiation:
         if accept and accept.strip() != "*/*" and not req.client_accepts("application/json"):
             raise NotAcceptable("Only application/json is provided")
         length = req.content_length
+        if length and req.method in ("GET", "HEAD", "DELETE"):
+            raise BadRequest(f"A {req.method} request does not take a body.")
         if length and length > 0 and not req.content_type:
             raise BadRequest("content-type header required when content-length > 0")
         if length and length > self.max_body_bytes:

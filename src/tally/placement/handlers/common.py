@@ -172,8 +172,3 @@ def validate_query(params: dict[str, list[str]], schema: dict) -> None:
     flat = {k: v[-1] for k, v in params.items()}
     validate(flat, schema, prefix="Invalid query string parameters")
 
-
-def reject_body(req: falcon.Request) -> None:
-    """A GET with a body is a client mistake, not something to ignore silently."""
-    if req.content_length:
-        raise BadRequest(f"A {req.method} request does not take a body.")
