@@ -16,6 +16,7 @@ import collections
 import dataclasses
 import datetime as dt
 import logging
+from collections.abc import Callable
 from typing import NamedTuple
 
 import sqlalchemy as sa
@@ -180,10 +181,18 @@ def replace(engine: sa.Engine, writes: list[ConsumerWrite], retries: int = 10) -
     whole transaction again, at most `retries` times; then 409
     `placement.concurrent_update`.
     """
+    run_retrying(engine, lambda conn: replace_in(conn, writes), retries)
+
+
+def run_retrying(
+    engine: sa.Engine, body: Callable[[sa.Connection], None], retries: int = 10
+) -> None:
+    """Run `body` in a write transaction, and run it again from the start when it
+    loses a race the server resolves alone (see `replace`); at most `retries` times."""
     for _attempt in range(max(1, retries)):
         try:
             with transaction(engine, write=True) as conn:
-                replace_in(conn, writes)
+                body(conn)
             return
         except (_Retry, sa.exc.IntegrityError):
             LOG.debug("allocation write raced another writer; retrying")
@@ -239,6 +248,16 @@ def replace_in(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
     for consumer in consumers.values():
         cons.save_consumer(conn, consumer)
     cons.delete_if_unused(conn, emptied)
+
+
+def check_consumers(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
+    """Lock the consumers of `writes` and refuse (409) a stale generation, writing
+    nothing: a caller with more to do (the reshaper) takes the consumer locks first,
+    as the lock order wants. `replace_in` later finds them already held."""
+    writes = _merge(writes)
+    existing = cons.lock_consumers(conn, [w.uuid for w in writes])
+    for w in writes:
+        _check_generation(w, existing.get(w.uuid))
 
 
 def _merge(writes: list[ConsumerWrite]) -> list[ConsumerWrite]:

@@ -192,6 +192,35 @@ def delete_inventories(engine: sa.Engine, uuid: str, rules: Rules) -> int:
         return _write(conn, provider, {}, rules, before).generation
 
 
+# ---------------------------------------------------------------- inside a caller's transaction
+
+
+def records_in(conn: sa.Connection, provider_id: int) -> dict[str, Record]:
+    """The inventory of a provider, by class name."""
+    return _records(conn, provider_id)
+
+
+def check_record(uuid: str, record: Record, rules: Rules, action: str = "update") -> None:
+    """400 for amounts that make no usable inventory (see `Rules`)."""
+    _check_record(uuid, record, rules, action)
+
+
+def write_in(
+    conn: sa.Connection,
+    provider: sa.Row,
+    records: dict[str, Record],
+    rules: Rules | None,
+    baseline: dict[str, Record] | None = None,
+) -> ProviderInventory:
+    """Make `records` the whole inventory of `provider` (a row the caller read after
+    locking it, so its generation is current) and bump the generation, inside the
+    caller's write transaction. The capacity guard judges the change from
+    `baseline` (default: the inventory now) to `records` against the allocations
+    as they are at this point of the transaction; `rules=None` writes unguarded
+    (an interim state the caller guards later)."""
+    return _write(conn, provider, records, rules, baseline=baseline)
+
+
 # ---------------------------------------------------------------- internals
 
 
@@ -254,15 +283,21 @@ def _write(
     conn: sa.Connection,
     provider: sa.Row,
     after: dict[str, Record],
-    rules: Rules,
+    rules: Rules | None,
     before: dict[str, Record] | None = None,
+    baseline: dict[str, Record] | None = None,
 ) -> ProviderInventory:
     """Guard, then turn the provider's inventory from `before` into `after`
     (records of `before` found in `after` are left alone), bump the
-    generation and read the result back."""
+    generation and read the result back. The guard compares `after` with
+    `baseline` (default: `before`); `rules=None` skips it."""
     if before is None:
         before = _records(conn, provider.id)
-    over = _guard(conn, provider, before, after, rules)
+    over = (
+        []
+        if rules is None
+        else _guard(conn, provider, before if baseline is None else baseline, after, rules)
+    )
     ids = _class_ids(conn, [*before, *after])
     inv, now = t.inventories, utcnow()
     mine = inv.c.resource_provider_id == provider.id
