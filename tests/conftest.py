@@ -1,6 +1,6 @@
 """Shared fixtures: fresh databases (SQLite always; PostgreSQL when
-TALLY_TEST_DATABASE names a server), and a `make_client(**settings)` factory that
-builds the Placement app in-process over one of them."""
+TALLY_TEST_DATABASE names a server; MySQL/MariaDB when TALLY_TEST_MYSQL does),
+and client factories that build the Placement app in-process over one of them."""
 
 from __future__ import annotations
 
@@ -21,18 +21,28 @@ from tally.placement.app import create_app
 from tally.placement.ledger.bootstrap import prepare_database
 
 sys.path.insert(0, str(Path(__file__).parent / "conformance"))
-from tests_pg import create_database  # noqa: E402
+from fresh_db import create_database  # noqa: E402
 
 PG_SERVER = os.environ.get("TALLY_TEST_DATABASE", "")
-BACKENDS = ["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)]
+MYSQL_SERVER = os.environ.get("TALLY_TEST_MYSQL", "")
+BACKENDS = [
+    "sqlite",
+    pytest.param("postgresql", marks=pytest.mark.postgres),
+    pytest.param("mysql", marks=pytest.mark.mysql),
+]
 
 
 def fresh_database_url(backend: str, tmp_path: Path) -> tuple[str, Callable[[], None]]:
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'tally.sqlite'}", lambda: None
+    name = f"tally_test_{uuid.uuid4().hex[:12]}"
+    if backend == "mysql":
+        if not MYSQL_SERVER:
+            pytest.skip("MySQL tests need TALLY_TEST_MYSQL=mysql+pymysql://USER:PW@HOST:PORT/")
+        return create_database(MYSQL_SERVER, name)
     if not PG_SERVER:
         pytest.skip("PostgreSQL tests need TALLY_TEST_DATABASE=postgresql+psycopg://.../")
-    return create_database(PG_SERVER, f"tally_test_{uuid.uuid4().hex[:12]}")
+    return create_database(PG_SERVER, name)
 
 
 @pytest.fixture(params=BACKENDS)

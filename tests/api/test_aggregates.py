@@ -43,14 +43,16 @@ def generation(client: PlacementClient, uuid: str) -> int:
 
 @pytest.mark.parametrize("method", ["GET", "PUT"])
 def test_masked_at_1_0(api, rp, method):
-    result = api("1.0").simulate_request(method, path(rp), json=[])
+    body = {"json": []} if method == "PUT" else {}
+    result = api("1.0").simulate_request(method, path(rp), **body)
     assert result.status_code == 404
 
 
 @pytest.mark.parametrize("version", ["1.1", "latest"])
 @pytest.mark.parametrize("method", ["GET", "PUT"])
 def test_unknown_provider_is_404_whatever_the_body(api, method, version):
-    result = api(version).simulate_request(method, path(MISSING), json=[])
+    body = {"json": []} if method == "PUT" else {}
+    result = api(version).simulate_request(method, path(MISSING), **body)
     assert result.status_code == 404
     assert result.json["errors"][0]["title"] == "Not Found"
 

@@ -8,8 +8,6 @@ import sys
 import click
 
 from tally.config import SETTINGS, Settings, load_settings
-from tally.db.engine import make_engine
-from tally.placement.ledger.bootstrap import prepare_database
 
 
 def configure_logging(level: str) -> None:
@@ -63,6 +61,9 @@ def serve(
         for s in SETTINGS:
             click.echo(f"{s.name} (env {s.env}, default {s.default!r})\n    {s.help}")
         return
+    from tally.db.engine import make_engine  # imported here: keeps `tally --help` quick
+    from tally.placement.ledger.bootstrap import prepare_database
+
     settings = load_settings(config_file, placement_conf, host=host, port=port, workers=workers)
     configure_logging(settings.log_level)
     engine = make_engine(settings.database)
