@@ -82,6 +82,31 @@ SETTINGS: tuple[Setting, ...] = (
         "Largest request body accepted; larger bodies get 413.",
         "TALLY_MAX_BODY_BYTES",
     ),
+    Setting(
+        "max_allocation_candidates",
+        -1,
+        "Most allocation candidates one GET /allocation_candidates generates before "
+        "`limit` applies; -1: no cap (upstream's default).",
+        "TALLY_MAX_ALLOCATION_CANDIDATES",
+        ("placement", "max_allocation_candidates"),
+    ),
+    Setting(
+        "allocation_candidates_generation_strategy",
+        "depth-first",
+        "Order in which candidates are generated across trees: `depth-first` (all of one "
+        "tree, then the next) or `breadth-first` (one per tree in turn: fair when "
+        "max_allocation_candidates cuts the list).",
+        "TALLY_ALLOCATION_CANDIDATES_GENERATION_STRATEGY",
+        ("placement", "allocation_candidates_generation_strategy"),
+        ("depth-first", "breadth-first"),
+    ),
+    Setting(
+        "randomize_allocation_candidates",
+        False,
+        "With `limit`, return a random sample of the candidates instead of the first ones.",
+        "TALLY_RANDOMIZE_ALLOCATION_CANDIDATES",
+        ("placement", "randomize_allocation_candidates"),
+    ),
 )
 
 _BY_NAME = {s.name: s for s in SETTINGS}

@@ -2,16 +2,39 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
+from tally.cli.candidate import allocation
+from tally.cli.context import connection_options, open_context
 from tally.cli.db import db
+from tally.cli.provider import provider
+from tally.cli.resource_class import resource
 from tally.cli.serve import serve
+from tally.cli.trait import trait
+from tally.cli.usage import usage
 
 
 @click.group()
-def cli() -> None:
-    """Tally: Placement-compatible resource accounting, with a capacity guard."""
+@connection_options
+@click.pass_context
+def cli(ctx: click.Context, **connection: Any) -> None:
+    """Tally: Placement-compatible resource accounting, with a capacity guard.
+
+    The provider, resource, trait, usage and allocation commands speak to any
+    Placement endpoint (Tally, upstream Placement, a production cloud): --url
+    (default http://127.0.0.1:8778, noauth token `admin`) or --os-cloud through
+    Keystone. Exit status: 0 done, 1 refused (the server's message, or the
+    inventory pre-check's report), 2 bad usage.
+    """
+    open_context(ctx, **connection)
 
 
 cli.add_command(serve)
 cli.add_command(db)
+cli.add_command(provider)
+cli.add_command(resource)
+cli.add_command(trait)
+cli.add_command(usage)
+cli.add_command(allocation)

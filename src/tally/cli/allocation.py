@@ -1,0 +1,178 @@
+"""`tally provider allocation show|set|unset|delete`: a consumer's allocations."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from tally.cli.context import Context, Output, output_options, pass_context
+from tally.clients.placement import PlacementClient
+
+
+class AllocationType(click.ParamType):
+    """`rp=PROVIDER_UUID,CLASS=AMOUNT[,CLASS=AMOUNT...]`."""
+
+    name = "allocation"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> tuple[str, dict[str, int]]:
+        if isinstance(value, tuple):
+            return value
+        pairs = [part.partition("=") for part in str(value).split(",")]
+        found = {key.strip(): amount.strip() for key, sep, amount in pairs if sep}
+        rp = found.pop("rp", None)
+        if not rp or not found or len(found) + 1 != len(pairs):
+            self.fail(f"{value!r} is not rp=PROVIDER_UUID,CLASS=AMOUNT[,...]", param, ctx)
+        try:
+            return rp, {rc: int(amount) for rc, amount in found.items()}
+        except ValueError:
+            self.fail(f"{value!r}: amounts must be whole numbers", param, ctx)
+
+
+def columns(client: PlacementClient) -> tuple[str, ...]:
+    found = ("resource_provider", "generation", "resources")
+    if client.at_least("1.12"):
+        found += ("project_id", "user_id")
+    if client.at_least("1.38"):
+        found += ("consumer_type",)
+    return found
+
+
+def show_allocations(client: PlacementClient, out: Output, consumer: str) -> None:
+    """One row per provider the consumer holds allocations on."""
+    body = client.consumer_allocations(consumer)
+    facts = {k: body.get(k) for k in ("project_id", "user_id", "consumer_type")}
+    rows = [
+        {"resource_provider": rp, **facts, **entry} for rp, entry in body["allocations"].items()
+    ]
+    out.rows(columns(client), rows)
+
+
+def write_allocations(
+    client: PlacementClient, consumer: str, allocations: dict[str, dict[str, int]], facts: dict
+) -> None:
+    """PUT the consumer's whole allocation in the session's body format; `facts` holds
+    project_id, user_id, consumer_type and consumer_generation as the version needs."""
+    if client.at_least("1.12"):
+        body: dict[str, Any] = {
+            "allocations": {rp: {"resources": res} for rp, res in allocations.items()}
+        }
+    else:
+        body = {
+            "allocations": [
+                {"resource_provider": {"uuid": rp}, "resources": res}
+                for rp, res in allocations.items()
+            ]
+        }
+    wanted = {"1.8": ("project_id", "user_id"), "1.28": ("consumer_generation",)}
+    wanted["1.38"] = ("consumer_type",)
+    for version, keys in wanted.items():
+        if client.at_least(version):
+            body.update({key: facts.get(key) for key in keys})
+    client.put(f"/allocations/{consumer}", body)
+
+
+@click.group()
+def allocation() -> None:
+    """Allocations of a consumer (a server, a migration, ...) on resource providers."""
+
+
+@allocation.command("show")
+@click.argument("consumer")
+@output_options
+@pass_context
+def show(ctx: Context, out: Output, consumer: str) -> None:
+    """Show the allocations of CONSUMER (a UUID), one row per provider."""
+    show_allocations(ctx.client, out, consumer)
+
+
+@allocation.command("set")
+@click.argument("consumer")
+@click.option(
+    "--allocation",
+    "allocations",
+    multiple=True,
+    required=True,
+    type=AllocationType(),
+    metavar="rp=UUID,CLASS=AMOUNT[,...]",
+    help="What the consumer holds on one provider, e.g. `rp=<uuid>,VCPU=2,MEMORY_MB=2048`. "
+    "Repeat for several providers.",
+)
+@click.option("--project-id", help="Project of the consumer (needed from 1.8; default: its own).")
+@click.option("--user-id", help="User of the consumer (needed from 1.8; default: its own).")
+@click.option(
+    "--consumer-type",
+    help="Type of the consumer, e.g. INSTANCE or MIGRATION (needed from 1.38; default: its own).",
+)
+@output_options
+@pass_context
+def set_(ctx: Context, out: Output, consumer: str, allocations: tuple, **given: str | None):
+    """Replace all allocations of CONSUMER with the --allocation ones.
+
+    From 1.28 the consumer generation is read first and sent, so a concurrent change
+    to the consumer makes this fail (409) instead of being overwritten.
+    """
+    client, held = ctx.client, {}
+    for rp, resources in allocations:
+        held.setdefault(rp, {}).update(resources)
+    current = client.consumer_allocations(consumer)
+    facts = {k: v if v is not None else current.get(k) for k, v in given.items()}
+    needs = {"project_id": "1.8", "user_id": "1.8", "consumer_type": "1.38"}
+    missing = [k for k, v in needs.items() if client.at_least(v) and not facts.get(k)]
+    if missing:
+        options = ", ".join("--" + k.replace("_", "-") for k in missing)
+        raise click.UsageError(f"give {options}: microversion {client.version} needs it")
+    write_allocations(client, consumer, held, {**facts, **_generation(current)})
+    show_allocations(client, out, consumer)
+
+
+@allocation.command("unset")
+@click.argument("consumer")
+@click.option(
+    "--provider", "providers", multiple=True, help="Remove what it holds on this provider."
+)
+@click.option(
+    "--resource-class",
+    "classes",
+    multiple=True,
+    help="Remove only this class (on the --provider ones, or on every provider).",
+)
+@output_options
+@pass_context
+def unset(ctx: Context, out: Output, consumer: str, providers: tuple, classes: tuple) -> None:
+    """Remove part of CONSUMER's allocations, keeping the rest (microversion 1.12).
+
+    With neither option every allocation is removed. The rest is written back with
+    the consumer generation read just before (1.28), so a concurrent change to the
+    consumer makes this fail (409) instead of being lost.
+    """
+    client = ctx.client
+    client.require("1.12", "provider allocation unset")
+    current = client.consumer_allocations(consumer)
+    kept = {rp: dict(entry["resources"]) for rp, entry in current["allocations"].items()}
+    chosen = set(kept) & set(providers) if providers else set(kept)
+    for rp in chosen:
+        for rc in classes or list(kept[rp]):
+            kept[rp].pop(rc, None)
+    kept = {rp: res for rp, res in kept.items() if res}
+    if kept and kept != {rp: e["resources"] for rp, e in current["allocations"].items()}:
+        write_allocations(client, consumer, kept, {**current, **_generation(current)})
+    elif not kept and current["allocations"]:
+        if client.at_least("1.28"):  # an empty PUT checks the consumer generation
+            write_allocations(client, consumer, {}, current)
+        else:
+            client.delete(f"/allocations/{consumer}")
+    show_allocations(client, out, consumer)
+
+
+@allocation.command("delete")
+@click.argument("consumer")
+@pass_context
+def delete(ctx: Context, consumer: str) -> None:
+    """Delete every allocation of CONSUMER (no generation check: prefer `unset`)."""
+    ctx.client.delete(f"/allocations/{consumer}")
+
+
+def _generation(current: dict[str, Any]) -> dict[str, Any]:
+    """The consumer generation to send: the one read, or null for a new consumer."""
+    return {"consumer_generation": current.get("consumer_generation")}

@@ -1,0 +1,240 @@
+"""What every Placement command shares: the connection (the click context object,
+built once by the root group from --url/--token/--os-cloud/... or the environment),
+error handling (exit 1 with the server's message), and output rendering
+(`-f table|json|yaml|value`, `-c COLUMN`, like the openstack client)."""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import json
+import os
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import click
+import yaml
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from tally.clients.errors import ClientError
+from tally.clients.placement import DEFAULT_URL, NOAUTH_ADMIN_TOKEN, PlacementClient
+
+FORMATS = ("table", "json", "yaml", "value")
+
+
+@dataclasses.dataclass
+class Context:
+    """The connection settings of one `tally` run; the client is made on first use."""
+
+    url: str | None = None
+    token: str | None = None
+    cloud: str | None = None
+    region: str | None = None
+    interface: str | None = None
+    version: str | None = None
+    client_factory: Callable[[Context], PlacementClient] | None = None
+    _client: PlacementClient | None = None
+
+    @classmethod
+    def for_client(cls, client: PlacementClient) -> Context:
+        """A context over a ready client (tests, in-process use)."""
+        return cls(client_factory=lambda _: client)
+
+    @property
+    def client(self) -> PlacementClient:
+        if self._client is None:
+            self._client = (self.client_factory or connect)(self)
+        return self._client
+
+
+def connect(ctx: Context) -> PlacementClient:
+    """--url (noauth token `admin` unless --token) wins; then --os-cloud / OS_CLOUD or
+    an OS_AUTH_URL environment through Keystone; else Tally's default address."""
+    if ctx.url:
+        return PlacementClient(ctx.url, token=ctx.token or NOAUTH_ADMIN_TOKEN, version=ctx.version)
+    if ctx.cloud or os.environ.get("OS_AUTH_URL"):
+        from tally.clients.cloud import cloud_connection
+
+        found = cloud_connection(ctx.cloud, region_name=ctx.region, interface=ctx.interface)
+        return PlacementClient(**found, version=ctx.version)
+    return PlacementClient(DEFAULT_URL, token=ctx.token or NOAUTH_ADMIN_TOKEN, version=ctx.version)
+
+
+CONNECTION_OPTIONS = (
+    click.option("--url", envvar="TALLY_URL", help="Placement endpoint (env TALLY_URL)."),
+    click.option(
+        "--token",
+        envvar="TALLY_TOKEN",
+        help="Token sent as x-auth-token with --url (env TALLY_TOKEN; default `admin`, "
+        "the noauth admin of Tally and upstream Placement).",
+    ),
+    click.option(
+        "--os-cloud",
+        "cloud",
+        envvar="OS_CLOUD",
+        help="A cloud of clouds.yaml: authenticate with Keystone and find Placement "
+        "in the service catalog (env OS_CLOUD; OS_AUTH_URL & co. work too).",
+    ),
+    click.option("--os-region-name", "region", envvar="OS_REGION_NAME", help="Catalog region."),
+    click.option(
+        "--os-interface",
+        "interface",
+        envvar="OS_INTERFACE",
+        help="Catalog interface: public, internal or admin.",
+    ),
+    click.option(
+        "--os-placement-api-version",
+        "version",
+        envvar="OS_PLACEMENT_API_VERSION",
+        help="Microversion to speak (env OS_PLACEMENT_API_VERSION); default: the "
+        "highest both this client (1.39) and the server support.",
+    ),
+)
+
+
+def connection_options(f: Callable) -> Callable:
+    for option in reversed(CONNECTION_OPTIONS):
+        f = option(f)
+    return f
+
+
+def open_context(ctx: click.Context, **options: Any) -> None:
+    """The root group's callback: build the Context unless one was given (tests)."""
+    if isinstance(ctx.obj, Context):
+        return
+    url_from_env = ctx.get_parameter_source("url") == click.core.ParameterSource.ENVIRONMENT
+    cloud_from_line = ctx.get_parameter_source("cloud") == click.core.ParameterSource.COMMANDLINE
+    if options.get("url") and options.get("cloud") and url_from_env and cloud_from_line:
+        options["url"] = None  # --os-cloud on the command line beats TALLY_URL
+    ctx.obj = Context(**options)
+
+
+_pass_context = click.make_pass_decorator(Context, ensure=True)
+
+
+def pass_context(f: Callable) -> Callable:
+    """Give the command the Context; turn a client error into its message and exit 1."""
+
+    @functools.wraps(f)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return f(*args, **kwargs)
+        except ClientError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            raise click.exceptions.Exit(1) from exc
+
+    return _pass_context(run)
+
+
+# ---------------------------------------------------------------- output
+
+
+def cell(value: Any) -> str:
+    """One value as text: a flat mapping `k=v, k=v`, a mapping of mappings one
+    `key: ...` line each, a list comma-separated."""
+    if value is None:
+        return ""
+    if isinstance(value, Mapping):
+        if any(isinstance(v, Mapping) for v in value.values()):
+            return "\n".join(f"{k}: {cell(v)}" for k, v in value.items())
+        return ", ".join(f"{k}={cell(v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(cell(v) for v in value)
+    return str(value)
+
+
+def console(err: bool = False) -> Console:
+    """A rich console; wide and plain when not writing to a terminal, so lines of
+    uuids are never folded in logs and pipes."""
+    stream = sys.stderr if err else sys.stdout
+    if stream.isatty():
+        return Console(file=stream, highlight=False)
+    return Console(file=stream, width=400, highlight=False, no_color=True)
+
+
+@dataclasses.dataclass
+class Output:
+    """How a command prints: the format and the columns asked for."""
+
+    fmt: str = "table"
+    columns: tuple[str, ...] = ()
+
+    def record(self, data: Mapping[str, Any], fields: Sequence[str] | None = None) -> None:
+        """One object: a Field/Value table, or the object as JSON/YAML, or its values."""
+        fields = self._pick(fields or list(data))
+        picked = {f: data.get(f) for f in fields}
+        if self.fmt == "table":
+            table = self.table(["Field", "Value"])
+            for name, value in picked.items():
+                table.add_row(name, cell(value))
+            console().print(table)
+        elif self.fmt == "value":
+            for value in picked.values():
+                click.echo(cell(value))
+        else:
+            self.dump(picked)
+
+    def rows(self, fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> None:
+        """A list of objects: a table with one row each, or a list as JSON/YAML, or
+        one line of space-separated values each."""
+        fields = self._pick(fields)
+        picked = [{f: row.get(f) for f in fields} for row in rows]
+        if self.fmt == "table":
+            table = self.table(fields)
+            for row in picked:
+                table.add_row(*(cell(v) for v in row.values()))
+            console().print(table)
+        elif self.fmt == "value":
+            for row in picked:
+                click.echo(" ".join(cell(v) for v in row.values()))
+        else:
+            self.dump(picked)
+
+    def _pick(self, fields: Sequence[str]) -> list[str]:
+        unknown = [c for c in self.columns if c not in fields]
+        if unknown:
+            raise click.UsageError(
+                f"unknown column {', '.join(unknown)}; choose from {', '.join(fields)}"
+            )
+        return [c for c in self.columns] if self.columns else list(fields)
+
+    def table(self, headers: Sequence[str]) -> Table:
+        plain = not sys.stdout.isatty()
+        table = Table(box=box.ASCII2 if plain else box.SIMPLE_HEAVY, show_lines=False)
+        for header in headers:
+            table.add_column(header, overflow="fold")
+        return table
+
+    def dump(self, data: Any) -> None:
+        if self.fmt == "json":
+            click.echo(json.dumps(data, indent=2))
+        else:
+            click.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), nl=False)
+
+
+def output_options(f: Callable) -> Callable:
+    """Add `-f/--format` and `-c/--column` and pass the command an `out: Output`."""
+
+    @functools.wraps(f)
+    def run(*args: Any, fmt: str, columns: tuple[str, ...], **kwargs: Any) -> Any:
+        return f(*args, out=Output(fmt, columns), **kwargs)
+
+    run = click.option(
+        "-c",
+        "--column",
+        "columns",
+        multiple=True,
+        help="Show only this column (repeat for several).",
+    )(run)
+    return click.option(
+        "-f",
+        "--format",
+        "fmt",
+        type=click.Choice(FORMATS),
+        default="table",
+        show_default=True,
+        help="Output format.",
+    )(run)

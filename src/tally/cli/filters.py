@@ -1,0 +1,37 @@
+"""Query filters shared by `provider list` and `allocation candidate list`, spelled as
+osc-placement spells them."""
+
+from __future__ import annotations
+
+import click
+
+
+def resources_param(resources: tuple[str, ...]) -> str | None:
+    """`--resource VCPU=4 --resource DISK_GB=10` -> `VCPU:4,DISK_GB:10`."""
+    amounts = []
+    for resource in resources:
+        rc, sep, amount = resource.partition("=")
+        if not (sep and rc and amount.isdigit()):
+            raise click.BadParameter(f"{resource!r} is not CLASS=AMOUNT", param_hint="--resource")
+        amounts.append(f"{rc}:{amount}")
+    return ",".join(amounts) or None
+
+
+def required_params(required: tuple[str, ...], forbidden: tuple[str, ...] = ()) -> list[str]:
+    """Traits as `required` query values: `A`, `!A` (forbidden) and `A,!B` are ANDed
+    in one value; `A,B` or `in:A,B` is an any-of group (1.39) of its own."""
+    any_of = [r if r.startswith("in:") else f"in:{r}" for r in required if _is_group(r)]
+    all_of = [r for r in required if not _is_group(r)] + [f"!{f}" for f in forbidden]
+    return any_of + ([",".join(all_of)] if all_of else [])
+
+
+def member_of_params(member_of: tuple[str, ...]) -> list[str]:
+    """Aggregates as `member_of` values: `A,B` means any of them (`in:A,B`); `in:...`,
+    `!A` and `!in:...` pass as given. Each repetition must also hold (1.24)."""
+    return [m if m.startswith(("in:", "!")) or "," not in m else f"in:{m}" for m in member_of]
+
+
+def _is_group(value: str) -> bool:
+    """`in:A,B` or `A,B` (any of); `A,!B` stays Placement's all-of spelling."""
+    parts = value.split(",")
+    return value.startswith("in:") or (len(parts) > 1 and not any(p.startswith("!") for p in parts))

@@ -1,0 +1,102 @@
+"""Errors of the HTTP clients: what a server refused, and what never reached one.
+
+ClientError                 anything the client could not do
++-- ConfigurationError      no usable endpoint or credentials (bad --os-cloud, ...)
++-- Unreachable             the server did not answer (connection refused, timeout)
++-- VersionUnsupported      the command needs a microversion the session does not speak
++-- PlacementError          the server answered 4xx/5xx; carries its error body
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+INVENTORY_IN_USE = "placement.inventory.inuse"
+
+
+class ClientError(Exception):
+    """Something the client could not do; `str()` is the message for an operator."""
+
+
+class ConfigurationError(ClientError):
+    pass
+
+
+class Unreachable(ClientError):
+    pass
+
+
+class VersionUnsupported(ClientError):
+    pass
+
+
+class PlacementError(ClientError):
+    """A refusal from the server: its status, Placement error code (from 1.23),
+    title, detail, request id, and any extra members of the error object (Tally's
+    capacity guard adds `usage`: per class used/capacity/consumers)."""
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        status: int,
+        title: str = "",
+        detail: str = "",
+        code: str | None = None,
+        request_id: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        self.method, self.path, self.status = method, path, status
+        self.title, self.detail, self.code = title, detail, code
+        self.request_id = request_id
+        self.extra = extra or {}
+        super().__init__(self.message())
+
+    @property
+    def usage(self) -> list[dict[str, Any]] | None:
+        """Tally's per-class account of an inventory refusal, when the server sent one."""
+        usage = self.extra.get("usage")
+        return usage if isinstance(usage, list) else None
+
+    @property
+    def inventory_in_use(self) -> bool:
+        """The server refused an inventory change because allocations hold it
+        (the code from 1.23; before that, upstream's words)."""
+        if self.code == INVENTORY_IN_USE:
+            return True
+        return self.status == 409 and "in use" in self.detail and "Inventory for" in self.detail
+
+    def message(self) -> str:
+        facts = [f"HTTP {self.status}" + (f" {self.code}" if self.code else "")]
+        facts.append(f"{self.method} {self.path}")
+        if self.request_id:
+            facts.append(f"request {self.request_id}")
+        return f"{self.detail} ({', '.join(facts)})"
+
+    @classmethod
+    def from_response(cls, response: httpx.Response) -> PlacementError:
+        """Read Placement's error body `{"errors": [{status, title, detail, code,
+        request_id, ...}]}`; anything else becomes the detail as text."""
+        request = response.request
+        first: dict[str, Any] = {}
+        try:
+            body = response.json()
+            errors = body.get("errors") if isinstance(body, dict) else None
+            if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+                first = errors[0]
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            pass
+        known = {"status", "title", "detail", "code", "request_id"}
+        return cls(
+            request.method,
+            request.url.raw_path.decode("ascii", "replace"),
+            response.status_code,
+            title=str(first.get("title") or response.reason_phrase),
+            detail=str(first.get("detail") or response.text.strip() or response.reason_phrase),
+            code=first.get("code"),
+            request_id=first.get("request_id") or response.headers.get("openstack-request-id"),
+            extra={k: v for k, v in first.items() if k not in known},
+        )
