@@ -7,7 +7,7 @@ import sqlalchemy as sa
 
 from tally.config import Settings
 from tally.db.engine import make_engine
-from tally.placement import middleware
+from tally.placement import faults, middleware
 from tally.placement.context import Service
 from tally.placement.handlers import (
     aggregates,
@@ -65,9 +65,9 @@ def create_app(settings: Settings, engine: sa.Engine | None = None) -> falcon.Ap
     app.resp_options.default_media_type = None  # set per answer: see RequestIdAndLog
     for path, resource in ROUTES:
         app.add_route(path, resource() if resource is root.Home else resource(service))
-    app.add_error_handler(Exception, middleware.handle_unexpected)
-    app.add_error_handler(TallyError, middleware.handle_tally_error)
-    app.set_error_serializer(middleware.serialize_falcon_error)
+    app.add_error_handler(Exception, faults.handle_unexpected)
+    app.add_error_handler(TallyError, faults.handle_tally_error)
+    app.set_error_serializer(faults.serialize_falcon_error)
     return app
 
 
