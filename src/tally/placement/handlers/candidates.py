@@ -1,12 +1,74 @@
-"""Handlers of allocation candidates (to be written)."""
+"""GET /allocation_candidates (from microversion 1.10)."""
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
+import falcon
+
 from tally.placement.context import Service
+from tally.placement.handlers.common import cache_headers, query, since, validate_query
+from tally.placement.ledger import candidates as ledger
+from tally.placement.schemas import candidates as schemas
+
+DICT_ALLOCATIONS = (1, 12)  # allocations keyed by provider uuid, as PUT /allocations takes
+SUMMARY_TRAITS = (1, 17)
+SUMMARY_TREES = (1, 29)  # parent and root provider uuids in summaries
+MAPPINGS = (1, 34)  # which providers satisfied which request group
 
 
 class AllocationCandidates:
-    POLICY = "placement:allocation_candidates"
+    POLICIES = {"GET": "placement:allocation_candidates:list"}
 
     def __init__(self, service: Service) -> None:
         self.service = service
+        settings = service.settings
+        self.options = ledger.Options(
+            max_candidates=settings.max_allocation_candidates,
+            strategy=settings.allocation_candidates_generation_strategy,
+            randomize=settings.randomize_allocation_candidates,
+        )
+
+    @since("1.10")
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        version = req.context.version
+        params = query(req)
+        validate_query(params, schemas.for_version(schemas.GET_QUERY, version))
+        request = ledger.parse_query(params, version)
+        with ledger.gc_paused():
+            resp.data = self._answer(request, version)
+        resp.content_type = falcon.MEDIA_JSON
+        cache_headers(req, resp)
+
+    def _answer(self, request: ledger.CandidateRequest, version: tuple[int, int]) -> bytes:
+        """The JSON body (everything built on the way is freed on return)."""
+        result = ledger.find_candidates(self.service.engine, request, self.options)
+        body = {
+            "allocation_requests": _requests(result.allocation_requests, version),
+            "provider_summaries": _summaries(result.provider_summaries, version),
+        }
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
+def _requests(found: list[dict[str, Any]], version: tuple[int, int]) -> list[dict[str, Any]]:
+    if version >= MAPPINGS:
+        return found
+    if version >= DICT_ALLOCATIONS:
+        return [{"allocations": r["allocations"]} for r in found]
+    return [
+        {
+            "allocations": [
+                {"resource_provider": {"uuid": uuid}, "resources": alloc["resources"]}
+                for uuid, alloc in r["allocations"].items()
+            ]
+        }
+        for r in found
+    ]
+
+
+def _summaries(found: dict[str, dict[str, Any]], version: tuple[int, int]) -> dict[str, Any]:
+    if version >= SUMMARY_TREES:
+        return found
+    keep = ("resources", "traits") if version >= SUMMARY_TRAITS else ("resources",)
+    return {uuid: {k: summary[k] for k in keep} for uuid, summary in found.items()}

@@ -115,6 +115,9 @@ def since(min_version: str, max_version: str | None = None, status: int = 404) -
                 raise NotFound("The resource could not be found.")
             return responder(self, req, resp, **params)
 
+        # Read by middleware.Authorize: outside the range the responder answers
+        # before any policy check, as upstream's version gate does.
+        gated.version_gate = lambda v: v >= low and (high is None or v <= high)
         return gated
 
     return decorator
@@ -171,4 +174,3 @@ def validate_query(params: dict[str, list[str]], schema: dict) -> None:
     """Validate query parameters (last value of each key) against a schema."""
     flat = {k: v[-1] for k, v in params.items()}
     validate(flat, schema, prefix="Invalid query string parameters")
-

@@ -1,0 +1,360 @@
+"""Steps 1 and 3 of the search: turn names into ids (refusing unknown classes and
+traits in upstream's order), run each group (`groups.py`), then combine one
+part of every group per anchor tree into candidates.
+
+Combining walks the groups depth-first and prunes as soon as a partial choice
+breaks `group_policy=isolate` or the capacity of a class requested by more than
+one group, so wide trees cost what they return, not the full product. The
+same candidates come out as upstream's product-then-filter; only the order
+differs (anchors in provider id order), which upstream leaves undefined.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import Counter
+from collections.abc import Iterator, Mapping
+
+from tally.placement.ledger.candidates import groups as g
+from tally.placement.ledger.candidates import narrow
+from tally.placement.ledger.candidates.request import CandidateRequest, RequestGroup
+from tally.placement.ledger.candidates.snapshot import SHARING_TRAIT, Snapshot, room
+from tally.placement.ledger.errors import BadRequest
+
+Candidate = tuple[tuple[g.Alloc, ...], tuple[tuple[int, ...], ...]]  # (allocs, mappings)
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    max_candidates: int = -1  # stop after this many distinct candidates; -1: all
+    strategy: str = "depth-first"  # or 'breadth-first': round-robin over anchor trees
+    randomize: bool = False  # sample `limit` at random instead of taking the first
+
+
+@dataclasses.dataclass
+class Names:
+    """Ids of every name the request mentions (missing names are absent)."""
+
+    classes: dict[str, int]
+    traits: dict[str, int]
+    aggregates: dict[str, int]
+    tree_roots: dict[str, int]
+    members: dict[int, set[int]]  # aggregate id -> providers
+
+    @classmethod
+    def load(cls, snap: Snapshot, request: CandidateRequest) -> Names:
+        trait_names = {SHARING_TRAIT} | request.root_required | request.root_forbidden
+        agg_uuids: set[str] = set()
+        for group in request.groups:
+            trait_names |= set().union(*group.required, group.forbidden)
+            agg_uuids |= set().union(*group.member_of, group.forbidden_aggs)
+        aggregates = snap.aggregate_ids(agg_uuids)
+        return cls(
+            classes=snap.class_ids(request.requested_classes()),
+            traits=snap.trait_ids(trait_names),
+            aggregates=aggregates,
+            tree_roots=snap.tree_roots({gr.in_tree for gr in request.groups if gr.in_tree}),
+            members=snap.aggregate_members(aggregates.values()),
+        )
+
+    def trait_ids(self, names: frozenset[str] | set[str]) -> set[int]:
+        missing = sorted(n for n in names if n not in self.traits)
+        if missing:
+            raise BadRequest(f"No such trait(s): {missing[0]}.")
+        return {self.traits[n] for n in names}
+
+    def in_any(self, uuids: frozenset[str]) -> set[int]:
+        return set().union(
+            *(self.members.get(self.aggregates[u], ()) for u in uuids if u in self.aggregates)
+        )
+
+    def resolve(self, group: RequestGroup) -> g.GroupIds | None:
+        """The group in ids; None when it can match nothing (unknown aggregate or
+        in_tree provider), which makes the whole answer empty as upstream."""
+        for name in group.resources:
+            if name not in self.classes:
+                raise BadRequest(
+                    f"Invalid resource class in resources parameter: No such resource class {name}."
+                )
+        in_aggs = None
+        for any_of in group.member_of:
+            matching = self.in_any(any_of)
+            in_aggs = matching if in_aggs is None else in_aggs & matching
+            if not in_aggs:
+                return None
+        required = [self.trait_ids(any_of) for any_of in group.required]
+        forbidden = self.trait_ids(group.forbidden)
+        tree = None
+        if group.in_tree:
+            tree = self.tree_roots.get(group.in_tree)
+            if tree is None:
+                return None
+        amounts = sorted((self.classes[name], n) for name, n in group.resources.items())
+        return g.GroupIds(
+            group, amounts, required, forbidden, in_aggs, self.in_any(group.forbidden_aggs), tree
+        )
+
+
+def run(
+    snap: Snapshot, request: CandidateRequest, options: Options, narrow: bool = True
+) -> tuple[g.Context | None, list[Candidate]]:
+    """The candidates, and the context that holds what was read to find them.
+
+    With `narrow`, only the trees that can anchor a candidate are read (see
+    `narrow.py`). If a group then finds nothing, upstream would still have gone
+    on to the next groups when the full data had something for this one, and
+    refused a later unknown class or trait: then search again, in full.
+    """
+    names = Names.load(snap, request)
+    anchor_roots = None
+    if request.root_required or request.root_forbidden:
+        required = names.trait_ids(request.root_required)
+        forbidden = names.trait_ids(request.root_forbidden)
+        anchor_roots = snap.roots_with_traits(required, forbidden)
+        if not anchor_roots:
+            return None, []
+    holders = snap.trait_holders(names.traits.values())
+    sharing = holders.get(names.traits.get(SHARING_TRAIT, -1), set())
+    anchors: dict[int, set[int]] = {}
+    roots = None
+    if narrow:
+        roots = _allowed_anchors(snap, request, names, holders, sharing, anchors, anchor_roots)
+        if roots is not None and sharing:
+            snap.load_providers(sharing)  # their trees are read too: they anchor elsewhere
+            roots |= {snap.rows[sp][2] for sp in sharing}
+    stock = snap.stock(names.classes.values(), roots)
+    ctx = g.Context(
+        snap=snap,
+        stock=stock,
+        holders=holders,
+        sharing=sharing,
+        anchor_roots=anchor_roots,
+        class_names={rc: name for name, rc in names.classes.items()},
+        root_of={s[0]: s[1] for rows in stock.values() for s in rows},
+        _anchors=anchors,
+    )
+    parts: list[Mapping[int, list[g.Part]]] = []
+    for i, group in enumerate(request.groups):
+        ids = names.resolve(group)
+        stock = g.stock_for(ctx, ids) if ids is not None else None
+        by_anchor: Mapping[int, list[g.Part]] = {}
+        if stock is not None:
+            by_anchor = (g.same_provider_parts if group.use_same_provider else g.tree_parts)(
+                ctx, ids, stock
+            )
+        if not by_anchor:
+            if roots is not None and ids is not None and _any_unknown(names, request, i + 1):
+                return run(Snapshot(snap.conn), request, options, narrow=False)
+            return ctx, []
+        parts.append(by_anchor)
+    return ctx, _merge(ctx, request, parts, options)
+
+
+def _allowed_anchors(
+    snap: Snapshot,
+    request: CandidateRequest,
+    names: Names,
+    holders: dict[int, set[int]],
+    sharing: set[int],
+    anchors: dict[int, set[int]],
+    anchor_roots: set[int] | None,
+) -> set[int] | None:
+    def in_aggregates(group: RequestGroup) -> set[int] | None:
+        if not group.member_of:
+            return None
+        return set.intersection(*(names.in_any(any_of) for any_of in group.member_of))
+
+    def holding(trait_names: frozenset[str]) -> set[int] | None:
+        if any(name not in names.traits for name in trait_names):
+            return None
+        return set().union(*(holders.get(names.traits[name], ()) for name in trait_names))
+
+    def reach(providers: set[int]) -> set[int]:
+        snap.load_providers(providers)
+        found = {snap.rows[rp][2] for rp in providers}
+        sharers = (providers & sharing) - anchors.keys()
+        if sharers:
+            by_sharer = snap.sharing_anchors(sharers)
+            anchors.update({sp: by_sharer.get(sp, set()) for sp in sharers})
+        for sp in providers & sharing:
+            found |= anchors[sp]
+        return found
+
+    return narrow.allowed_anchors(
+        request, anchor_roots, in_aggregates, holding, names.tree_roots.get, reach
+    )
+
+
+def _any_unknown(names: Names, request: CandidateRequest, start: int) -> bool:
+    """Whether a group from `start` on names an unknown class or trait."""
+    for group in request.groups[start:]:
+        if any(rc not in names.classes for rc in group.resources):
+            return True
+        mentioned = set().union(*group.required, group.forbidden)
+        if any(trait not in names.traits for trait in mentioned):
+            return True
+    return False
+
+
+def _merge(
+    ctx: g.Context,
+    request: CandidateRequest,
+    parts: list[Mapping[int, list[g.Part]]],
+    options: Options,
+) -> list[Candidate]:
+    anchors = sorted(set.intersection(*(set(p) for p in parts)))
+    stop = options.max_candidates
+    if request.limit and not options.randomize and request.nested_aware:
+        # The answer is the first `limit` candidates: no need to make more.
+        stop = request.limit if stop < 0 else min(stop, request.limit)
+    if len(parts) == 1 and stop < 0:
+        # The common case, without a cut: every part is a candidate (the same
+        # one may come from several anchors when only sharing providers give).
+        only = parts[0]
+        keys = [(allocs, (rps,)) for a in anchors for allocs, rps in only[a]]
+        return list(dict.fromkeys(keys))
+    if len(parts) == 1:
+        only = parts[0]
+
+        def generate(anchor: int) -> Iterator[Candidate]:
+            for allocs, providers in only[anchor]:
+                yield allocs, (providers,)
+    else:
+        generate = _Combiner(ctx, request, parts, anchors).candidates
+    streams = [generate(anchor) for anchor in anchors]
+    if options.strategy == "breadth-first":
+        stream = _round_robin(streams)
+    else:
+        stream = itertools.chain.from_iterable(streams)
+    found: dict[Candidate, None] = {}
+    for candidate in stream:
+        if candidate in found:
+            continue
+        found[candidate] = None
+        if 0 <= stop <= len(found):
+            break
+    return list(found)
+
+
+def _round_robin(streams: list[Iterator[Candidate]]) -> Iterator[Candidate]:
+    """One candidate from each anchor in turn, so a cut keeps every tree in play."""
+    active = list(streams)
+    while active:
+        still = []
+        for stream in active:
+            for candidate in stream:
+                yield candidate
+                still.append(stream)
+                break
+        active = still
+
+
+class _Combiner:
+    """One part per group at one anchor: the depth-first walk."""
+
+    def __init__(
+        self,
+        ctx: g.Context,
+        request: CandidateRequest,
+        parts: list[Mapping[int, list[g.Part]]],
+        anchors: list[int],
+    ) -> None:
+        self.parts = parts
+        self.granular = [group.use_same_provider for group in request.groups]
+        self.isolate = request.isolate
+        index = {group.suffix: i for i, group in enumerate(request.groups)}
+        self.subtrees = [sorted(index[s] for s in tie) for tie in request.same_subtrees]
+        # Only classes asked by several groups can overflow once the groups combine.
+        class_ids = {name: rc for rc, name in ctx.class_names.items()}
+        counts = Counter(class_ids[name] for group in request.groups for name in group.resources)
+        shared = {rc for rc, n in counts.items() if n > 1}
+        self.room = {(s[0], rc): room(s) for rc in shared for s in ctx.stock.get(rc, ())}
+        self.ancestors: dict[int, frozenset[int]] = {}
+        if self.subtrees:  # ancestry: providers come from the anchor trees or share
+            snap = ctx.snap
+            snap.load_providers(ctx.sharing)
+            snap.load_trees(set(anchors) | {snap.rows[sp][2] for sp in ctx.sharing})
+        self.rows = ctx.snap.rows
+
+    def candidates(self, anchor: int) -> Iterator[Candidate]:
+        lists = [group[anchor] for group in self.parts]
+        if self.isolate and not self._enough_providers(lists):
+            return
+        yield from self._walk(lists, 0, [], {}, set())
+
+    def _walk(
+        self,
+        lists: list[list[g.Part]],
+        i: int,
+        chosen: list[g.Part],
+        taken: dict[tuple[int, int], int],
+        isolated: set[int],
+    ) -> Iterator[Candidate]:
+        """Choose a part of group i onwards. (A method, not a nested function: a
+        recursive closure is a reference cycle that would keep the whole search
+        alive until the cyclic collector runs.)"""
+        if i == len(lists):
+            if self._same_subtree_ok(chosen):
+                yield self._consolidate(chosen)
+            return
+        limits = self.room
+        for part in lists[i]:
+            allocs, providers = part
+            single = providers[0] if self.isolate and self.granular[i] else None
+            if single is not None and single in isolated:
+                continue
+            added = []
+            for rp, rc, amount in allocs:
+                key = (rp, rc)
+                if key in limits:
+                    total = taken.get(key, 0) + amount
+                    if total > limits[key]:
+                        break
+                    added.append((key, amount))
+                    taken[key] = total
+            else:
+                chosen.append(part)
+                if single is not None:
+                    isolated.add(single)
+                yield from self._walk(lists, i + 1, chosen, taken, isolated)
+                chosen.pop()
+                isolated.discard(single)
+            for key, amount in added:
+                taken[key] -= amount
+
+    def _enough_providers(self, lists: list[list[g.Part]]) -> bool:
+        """Isolated groups need as many providers as there are suffixed groups
+        (a cheap first test: a flat tree fails it at once)."""
+        providers = {p[1][0] for i, parts in enumerate(lists) if self.granular[i] for p in parts}
+        return len(providers) >= sum(self.granular)
+
+    @staticmethod
+    def _consolidate(chosen: list[g.Part]) -> Candidate:
+        totals: dict[tuple[int, int], int] = {}
+        for allocs, _ in chosen:
+            for rp, rc, amount in allocs:
+                totals[(rp, rc)] = totals.get((rp, rc), 0) + amount
+        merged = tuple((rp, rc, n) for (rp, rc), n in sorted(totals.items()))
+        return merged, tuple(providers for _, providers in chosen)
+
+    def _same_subtree_ok(self, chosen: list[g.Part]) -> bool:
+        """Each same_subtree set: one of its providers is an ancestor of (or is)
+        all the others."""
+        for tie in self.subtrees:
+            providers = {rp for i in tie for rp in chosen[i][1]}
+            if len(providers) == 1:
+                continue
+            common = frozenset.intersection(*(self._ancestors(rp) for rp in providers))
+            if common.isdisjoint(providers):
+                return False
+        return True
+
+    def _ancestors(self, rp: int) -> frozenset[int]:
+        if rp not in self.ancestors:
+            line, node = [], rp
+            while node is not None:
+                line.append(node)
+                node = self.rows[node][1]
+            self.ancestors[rp] = frozenset(line)
+        return self.ancestors[rp]

@@ -1,0 +1,140 @@
+"""Step 4: from candidates (ids) to the answer (uuids and names): drop what old
+microversions cannot express, apply `limit`, and summarize every provider of
+the trees the remaining candidates touch (capacity and usage per class,
+traits, parent and root).
+
+The answer is built directly in the newest response shape (plain dicts, since
+it can hold tens of thousands of entries); the handler strips what older
+microversions do not show.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any
+
+from tally.placement.ledger.candidates.groups import Context
+from tally.placement.ledger.candidates.request import CandidateRequest
+from tally.placement.ledger.candidates.search import Candidate, Options
+
+
+@dataclasses.dataclass
+class Result:
+    # [{"allocations": {rp_uuid: {"resources": {class: n}}}, "mappings": {suffix: [rp_uuid]}}]
+    allocation_requests: list[dict[str, Any]]
+    # {rp_uuid: {"resources": {class: {"capacity", "used"}}, "traits": [...],
+    #            "parent_provider_uuid", "root_provider_uuid"}}
+    provider_summaries: dict[str, dict[str, Any]]
+
+
+def build(
+    ctx: Context, request: CandidateRequest, found: list[Candidate], options: Options
+) -> Result:
+    if not found:
+        return Result([], {})
+    snap = ctx.snap
+    root_of = ctx.root_of
+    scope: set[int] | None = None  # providers to summarize; None: whole trees
+    if not request.nested_aware and snap.has_trees():
+        # Before 1.29 a candidate may take from one provider per tree only.
+        found = [c for c in found if _one_per_tree(c, root_of)]
+        scope = {rp for allocs, _ in found for rp, _, _ in allocs}
+    if request.limit and request.limit < len(found):
+        if options.randomize:
+            found = random.sample(found, request.limit)
+        else:
+            found = found[: request.limit]
+    elif options.randomize:
+        random.shuffle(found)
+    if not found:
+        return Result([], {})
+    roots = {root_of[rp] for allocs, _ in found for rp, _, _ in allocs}
+    snap.load_trees(roots)
+    rows = snap.rows
+    if scope is None:
+        members = [rp for rp, row in rows.items() if row[2] in roots]
+    else:
+        members = [rp for rp in scope if root_of[rp] in roots]
+    mapped = {rp for _, mappings in found for providers in mappings for rp in providers}
+    snap.load_providers(mapped)
+    return Result(
+        _requests(ctx, request, found),
+        _summaries(ctx, request, set(members), roots),
+    )
+
+
+def _one_per_tree(candidate: Candidate, root_of: dict[int, int]) -> bool:
+    providers = {rp for rp, _, _ in candidate[0]}
+    return len(providers) == len({root_of[rp] for rp in providers})
+
+
+def _requests(
+    ctx: Context, request: CandidateRequest, found: list[Candidate]
+) -> list[dict[str, Any]]:
+    rows = ctx.snap.rows
+    names = ctx.class_names
+    suffixes = [group.suffix for group in request.groups]
+    # One "resources" object per distinct (classes, amounts) of a provider: most
+    # candidates ask the same of their providers, so they share it (read-only).
+    shared: dict[tuple[tuple[int, int], ...], dict[str, dict[str, int]]] = {}
+    single = len(suffixes) == 1
+    out = []
+    for allocs, mappings in found:
+        if single and len(mappings[0]) == 1:  # one group, one provider: the usual case
+            key = tuple([(rc, n) for _, rc, n in allocs])
+            entry = shared.get(key)
+            if entry is None:
+                entry = shared[key] = {"resources": {names[rc]: n for rc, n in key}}
+            uuid = rows[mappings[0][0]][0]
+            out.append({"allocations": {uuid: entry}, "mappings": {suffixes[0]: [uuid]}})
+            continue
+        by_provider: dict[int, list[tuple[int, int]]] = {}
+        for rp, rc, amount in allocs:
+            if rp in by_provider:
+                by_provider[rp].append((rc, amount))
+            else:
+                by_provider[rp] = [(rc, amount)]
+        allocations = {}
+        for rp, taken in by_provider.items():
+            key = tuple(taken)
+            entry = shared.get(key)
+            if entry is None:
+                entry = shared[key] = {"resources": {names[rc]: n for rc, n in taken}}
+            allocations[rows[rp][0]] = entry
+        mapped = {}
+        for suffix, providers in zip(suffixes, mappings, strict=True):
+            mapped[suffix] = [rows[rp][0] for rp in providers]
+        out.append({"allocations": allocations, "mappings": mapped})
+    return out
+
+
+def _summaries(
+    ctx: Context, request: CandidateRequest, members: set[int], roots: set[int]
+) -> dict[str, dict[str, Any]]:
+    snap = ctx.snap
+    resources: dict[int, dict[str, dict[str, int]]] = {rp: {} for rp in members}
+    names = ctx.class_names
+    for rc, rows in ctx.stock.items():
+        name = names[rc]
+        for rp, _, capacity, used, *_ in rows:
+            if rp in resources:
+                resources[rp][name] = {"capacity": capacity, "used": used}
+    if request.all_summary_classes:
+        extra = snap.stock_of_trees(roots, skip_classes=ctx.stock.keys())
+        names.update(snap.class_names({rc for _, rc, _, _ in extra} - names.keys()))
+        for rp, rc, capacity, used in extra:
+            if rp in resources:
+                resources[rp][names[rc]] = {"capacity": capacity, "used": used}
+    traits = snap.trait_names(members)
+    rows = snap.rows
+    out = {}
+    for rp in sorted(members):
+        uuid, parent, root = rows[rp]
+        out[uuid] = {
+            "resources": resources[rp],
+            "traits": traits.get(rp, []),
+            "parent_provider_uuid": rows[parent][0] if parent is not None else None,
+            "root_provider_uuid": rows[root][0],
+        }
+    return out
