@@ -16,15 +16,17 @@ import pytest
 import sqlalchemy as sa
 
 from tally.config import Settings
-from tally.db.engine import make_engine
+from tally.db.engine import make_engine, transaction
+from tally.db.schema import metadata
 from tally.placement.app import create_app
-from tally.placement.ledger.bootstrap import prepare_database
+from tally.placement.ledger.bootstrap import prepare_database, sync_standards
 
 sys.path.insert(0, str(Path(__file__).parent / "conformance"))
 from fresh_db import create_database  # noqa: E402
 
 PG_SERVER = os.environ.get("TALLY_TEST_DATABASE", "")
 MYSQL_SERVER = os.environ.get("TALLY_TEST_MYSQL", "")
+_DROPS: list[Callable[[], None]] = []  # test-server databases to drop at the end
 BACKENDS = [
     "sqlite",
     pytest.param("postgresql", marks=pytest.mark.postgres),
@@ -32,9 +34,8 @@ BACKENDS = [
 ]
 
 
-def fresh_database_url(backend: str, tmp_path: Path) -> tuple[str, Callable[[], None]]:
-    if backend == "sqlite":
-        return f"sqlite:///{tmp_path / 'tally.sqlite'}", lambda: None
+def server_database_url(backend: str) -> tuple[str, Callable[[], None]]:
+    """A new, empty database on the PostgreSQL or MySQL test server (or a skip)."""
     name = f"tally_test_{uuid.uuid4().hex[:12]}"
     if backend == "mysql":
         if not MYSQL_SERVER:
@@ -50,15 +51,44 @@ def backend(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture(scope="session")
+def server_engines() -> Iterator[dict[str, sa.Engine]]:
+    """One migrated database per server backend for the whole session: creating and
+    migrating a database per test costs seconds on MySQL; emptying one costs ms."""
+    engines: dict[str, sa.Engine] = {}
+    yield engines
+    for eng in engines.values():
+        eng.dispose()
+    for drop in _DROPS:
+        drop()
+
+
+def empty_database(eng: sa.Engine) -> None:
+    """Delete every row, then put the standard classes and traits back."""
+    with transaction(eng, write=True) as conn:
+        for table in reversed(metadata.sorted_tables):
+            conn.execute(table.delete())
+    sync_standards(eng)
+
+
 @pytest.fixture
-def engine(backend: str, tmp_path: Path) -> Iterator[sa.Engine]:
-    """A migrated, empty database on each backend."""
-    url, drop = fresh_database_url(backend, tmp_path)
-    eng = make_engine(url)
-    prepare_database(eng)
-    yield eng
-    eng.dispose()
-    drop()
+def engine(backend: str, tmp_path: Path, server_engines: dict) -> Iterator[sa.Engine]:
+    """A migrated, empty database on each backend (a fresh SQLite file; the
+    session's emptied database on PostgreSQL and MySQL)."""
+    if backend == "sqlite":
+        eng = make_engine(f"sqlite:///{tmp_path / 'tally.sqlite'}")
+        prepare_database(eng)
+        yield eng
+        eng.dispose()
+        return
+    if backend not in server_engines:
+        url, drop = server_database_url(backend)
+        server_engines[backend] = make_engine(url)
+        _DROPS.append(drop)
+        prepare_database(server_engines[backend])
+    else:
+        empty_database(server_engines[backend])
+    yield server_engines[backend]
 
 
 @pytest.fixture

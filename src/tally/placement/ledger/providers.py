@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+from typing import NamedTuple
 
 import sqlalchemy as sa
 
@@ -30,8 +31,9 @@ from tally.placement.ledger.errors import (
 _rp = t.resource_providers
 
 
-@dataclasses.dataclass(frozen=True)
-class Provider:
+class Provider(NamedTuple):
+    """One provider as the API shows it (a tuple: listings build thousands)."""
+
     id: int
     uuid: str
     name: str
@@ -93,16 +95,8 @@ def _provider_select() -> tuple[sa.Select, sa.Alias]:
 
 
 def _to_provider(row: sa.Row) -> Provider:
-    return Provider(
-        id=row.id,
-        uuid=row.uuid,
-        name=row.name,
-        generation=row.generation,
-        parent_provider_uuid=row.parent_provider_uuid,
-        root_provider_uuid=row.root_provider_uuid or row.uuid,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+    rp_id, uuid, name, generation, parent, root, created_at, updated_at = row
+    return Provider(rp_id, uuid, name, generation, parent, root or uuid, created_at, updated_at)
 
 
 def _load(conn: sa.Connection, uuid: str, missing: str | None = None) -> Provider:
