@@ -52,10 +52,94 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "auth_strategy",
         "noauth",
-        "`noauth` (token `user[:project]`, user `admin` is an admin) or `keystone`.",
+        "`noauth` (token `user[:project]`, user `admin` is an admin) or `keystone`; "
+        "`lab`: only tokens of the lab's identity service (see `lab`).",
         "TALLY_AUTH_STRATEGY",
         ("api", "auth_strategy"),
-        ("noauth", "keystone"),
+        ("noauth", "keystone", "lab"),
+    ),
+    Setting(
+        "noauth_allow_remote",
+        False,
+        "Let `tally serve` listen on a non-loopback address with `auth_strategy = noauth` "
+        "(anyone who can reach it is then an admin). Off: it refuses to start.",
+        "TALLY_NOAUTH_ALLOW_REMOTE",
+    ),
+    Setting(
+        "enforce_new_defaults",
+        False,
+        "Enforce only the new (secure RBAC) policy defaults: admin, service, a project "
+        "reader on GET /usages of its project, the service role on POST /reshaper. Off: "
+        "the legacy admin-only default is ORed in, as upstream's deprecated rules.",
+        "TALLY_ENFORCE_NEW_DEFAULTS",
+        ("oslo_policy", "enforce_new_defaults"),
+    ),
+    Setting(
+        "policy_file",
+        "",
+        "A policy.yaml overriding rules by their upstream names (re-read when it changes); "
+        "in placement.conf, relative to the file's folder, and `policy.yaml` beside it is "
+        "read when present, as upstream does.",
+        "TALLY_POLICY_FILE",
+        ("oslo_policy", "policy_file"),
+    ),
+    Setting(
+        "cors_allowed_origin",
+        (),
+        "Origins (comma-separated; `*` for any) that may call the API from a browser; "
+        "empty: CORS off.",
+        "TALLY_CORS_ALLOWED_ORIGIN",
+        ("cors", "allowed_origin"),
+    ),
+    Setting(
+        "cors_allow_headers",
+        (
+            "X-Auth-Token",
+            "X-Openstack-Request-Id",
+            "X-Identity-Status",
+            "X-Roles",
+            "X-Service-Catalog",
+            "X-User-Id",
+            "X-Tenant-Id",
+            "OpenStack-API-Version",
+        ),
+        "Request headers a CORS request may use besides the simple ones (comma-separated).",
+        "TALLY_CORS_ALLOW_HEADERS",
+        ("cors", "allow_headers"),
+    ),
+    Setting(
+        "cors_allow_methods",
+        ("GET", "PUT", "POST", "DELETE", "PATCH"),
+        "Methods a CORS request may use.",
+        "TALLY_CORS_ALLOW_METHODS",
+        ("cors", "allow_methods"),
+    ),
+    Setting(
+        "cors_expose_headers",
+        (
+            "X-Auth-Token",
+            "X-Openstack-Request-Id",
+            "X-Subject-Token",
+            "X-Service-Token",
+            "OpenStack-API-Version",
+        ),
+        "Response headers a browser may show to the calling script.",
+        "TALLY_CORS_EXPOSE_HEADERS",
+        ("cors", "expose_headers"),
+    ),
+    Setting(
+        "cors_allow_credentials",
+        True,
+        "Whether CORS requests may carry credentials.",
+        "TALLY_CORS_ALLOW_CREDENTIALS",
+        ("cors", "allow_credentials"),
+    ),
+    Setting(
+        "cors_max_age",
+        3600,
+        "Seconds a browser may cache a preflight answer.",
+        "TALLY_CORS_MAX_AGE",
+        ("cors", "max_age"),
     ),
     Setting(
         "over_capacity",
@@ -83,6 +167,13 @@ SETTINGS: tuple[Setting, ...] = (
         "TALLY_MAX_BODY_BYTES",
     ),
     Setting(
+        "max_query_bytes",
+        8000,
+        "Longest query string accepted; longer ones get 414. (`tally serve` also caps the "
+        "whole request line at 8190 bytes.)",
+        "TALLY_MAX_QUERY_BYTES",
+    ),
+    Setting(
         "max_allocation_candidates",
         -1,
         "Most allocation candidates one GET /allocation_candidates generates before "
@@ -106,6 +197,51 @@ SETTINGS: tuple[Setting, ...] = (
         "With `limit`, return a random sample of the candidates instead of the first ones.",
         "TALLY_RANDOMIZE_ALLOCATION_CANDIDATES",
         ("placement", "randomize_allocation_candidates"),
+    ),
+    # The lab cloud (tally/compute, tally/identity, composed by tally/server.py).
+    Setting(
+        "lab",
+        "auto",
+        "Serve the lab cloud beside Placement: compute under /compute/v2.1, identity under "
+        "/identity/v3. `auto`: on with a SQLite database (the embedded mode), off with "
+        "PostgreSQL/MySQL (a Placement-only deployment); `on`; `off`.",
+        "TALLY_LAB",
+        choices=("auto", "on", "off"),
+    ),
+    Setting(
+        "lab_users",
+        "admin:admin:admin:admin",
+        "Users of the lab identity: `user:password:project:role+role`, several separated "
+        "by commas. With `auth_strategy = noauth` Placement also accepts their tokens.",
+        "TALLY_LAB_USERS",
+    ),
+    Setting(
+        "lab_placement_url",
+        "",
+        "Placement the lab compute claims through: empty for the one in this process, or "
+        "the URL of another (upstream) Placement, reached with `lab_placement_token`.",
+        "TALLY_LAB_PLACEMENT_URL",
+    ),
+    Setting(
+        "lab_placement_token",
+        "admin",
+        "x-auth-token the lab compute sends to a `lab_placement_url` (its noauth admin).",
+        "TALLY_LAB_PLACEMENT_TOKEN",
+    ),
+    Setting(
+        "lab_step_seconds",
+        2,
+        "Every N seconds in-flight lab migrations advance one state by themselves; "
+        "0: only `tally lab step` advances them.",
+        "TALLY_LAB_STEP_SECONDS",
+    ),
+    Setting(
+        "lab_tracker_seconds",
+        60,
+        "Every N seconds each lab compute host reports its inventory to Placement (the "
+        "resource tracker, rewriting `reserved` from the host's configuration); 0: only "
+        "`tally lab tracker` and host changes run it.",
+        "TALLY_LAB_TRACKER_SECONDS",
     ),
 )
 
@@ -145,6 +281,9 @@ def _coerce(name: str, value: Any) -> Any:
     setting = _BY_NAME[name]
     if isinstance(setting.default, bool):
         return _bool(value)
+    if isinstance(setting.default, tuple):
+        items = value.split(",") if isinstance(value, str) else value
+        return tuple(str(item).strip() for item in items if str(item).strip())
     if isinstance(setting.default, int):
         try:
             return int(value)
@@ -170,6 +309,10 @@ def read_placement_conf(path: str | os.PathLike) -> dict[str, Any]:
             if setting.name == "auth_strategy" and value == "noauth2":
                 value = "noauth"
             found[setting.name] = value
+    # As oslo.policy does for placement.conf: the policy file is found beside it.
+    folder = Path(path).resolve().parent
+    if "policy_file" in found or (folder / "policy.yaml").is_file():
+        found["policy_file"] = str(folder / found.get("policy_file", "policy.yaml"))
     return found
 
 

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import sys
 
 import click
 
 from tally.config import SETTINGS, Settings, load_settings
+
+# Libraries whose debug output shows identity-service traffic (token hashes, request
+# dumps): never below INFO, whatever `log_level` says.
+QUIET_LOGGERS = ("keystonemiddleware", "keystoneauth", "keystoneclient", "oslo_policy")
 
 
 def configure_logging(level: str) -> None:
@@ -16,6 +21,32 @@ def configure_logging(level: str) -> None:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
         stream=sys.stderr,
     )
+    for name in QUIET_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.INFO))
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def refuse_unsafe_bind(settings: Settings) -> None:
+    """noauth trusts whatever token it is sent: only on loopback, unless told."""
+    if (
+        settings.auth_strategy == "noauth"
+        and not is_loopback(settings.host)
+        and not settings.noauth_allow_remote
+    ):
+        raise click.ClickException(
+            f"refusing to serve auth_strategy = noauth on {settings.host}: anyone reaching "
+            "it would be an admin. Use auth_strategy = keystone, listen on 127.0.0.1, or set "
+            "noauth_allow_remote = true (TALLY_NOAUTH_ALLOW_REMOTE=1) if that is intended."
+        )
 
 
 def run_gunicorn(settings: Settings) -> None:
@@ -30,11 +61,14 @@ def run_gunicorn(settings: Settings) -> None:
             self.cfg.set("accesslog", None)
             self.cfg.set("timeout", 120)
             self.cfg.set("graceful_timeout", 5)
+            self.cfg.set("limit_request_line", 8190)  # gunicorn's most, short of unlimited
 
         def load(self):  # noqa: ANN202 - gunicorn's signature
-            from tally.placement.app import create_wsgi
+            from tally.server import create_server, start_ticker
 
-            return create_wsgi(settings)
+            server = create_server(settings)  # Placement, and the lab when it is on
+            start_ticker(server)  # per worker: the lab's migrations and resource tracker
+            return server
 
     TallyServer().run()
 
@@ -65,6 +99,8 @@ def serve(
     from tally.placement.ledger.bootstrap import prepare_database
 
     settings = load_settings(config_file, placement_conf, host=host, port=port, workers=workers)
+    if not get_path:
+        refuse_unsafe_bind(settings)
     configure_logging(settings.log_level)
     engine = make_engine(settings.database)
     prepare_database(engine)
@@ -78,15 +114,19 @@ def serve(
         settings.port,
         engine.url.render_as_string(hide_password=True),
     )
+    from tally.server import describe
+
+    for line in describe(settings, f"http://{settings.host}:{settings.port}"):
+        logging.getLogger("tally").info("%s", line)
     run_gunicorn(settings)
 
 
 def _get_in_process(settings: Settings, engine, path: str) -> None:  # noqa: ANN001
     import falcon.testing
 
-    from tally.placement.app import create_app
+    from tally.server import create_server
 
-    client = falcon.testing.TestClient(create_app(settings, engine))
+    client = falcon.testing.TestClient(create_server(settings, engine))
     result = client.simulate_get(
         path, headers={"x-auth-token": "admin", "openstack-api-version": "placement latest"}
     )

@@ -22,8 +22,10 @@ class Identity:
     """Who is asking, as the auth middleware found it."""
 
     user_id: str
-    project_id: str
+    project_id: str | None
     roles: tuple[str, ...] = ()
+    system_scope: str | None = None  # "all" for a system-scoped token
+    domain_id: str | None = None  # set for a domain-scoped token
 
     @property
     def is_admin(self) -> bool:

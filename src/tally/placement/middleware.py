@@ -1,4 +1,5 @@
-"""Request pipeline: request id, request log, microversion, auth, content negotiation.
+"""Request pipeline: request id, request log, microversion, auth, content negotiation,
+policy. (CORS is in cors.py.)
 
 Falcon runs every `process_response` even after an error, so headers that must be on
 every answer (request id, microversion echo, `vary`) are added there.
@@ -21,6 +22,7 @@ from tally.placement.ledger.errors import (
     NotAcceptable,
     PayloadTooLarge,
     Unauthorized,
+    UriTooLong,
 )
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
@@ -84,7 +86,9 @@ class Microversion:
 
 class NoAuth:
     """Upstream's noauth2: token `user[:project]`, user `admin` is an admin,
-    `x-roles` sets roles explicitly."""
+    `x-roles` sets roles explicitly. As there, the headers a Keystone-aware
+    proxy would set also count: `x-project-id` names the project, and
+    `openstack-system-scope: all` makes a system-scoped (project-less) token."""
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         if req.path in UNAUTHENTICATED_PATHS:
@@ -95,46 +99,84 @@ class NoAuth:
         user_id, _, project_id = token.partition(":")
         roles_header = req.get_header("x-roles")
         if roles_header is not None:
-            roles = tuple(r.strip() for r in roles_header.split(",") if r.strip())
+            roles = _split(roles_header)
         else:
             roles = ("admin",) if user_id == "admin" else ()
-        req.context.identity = Identity(user_id, project_id or user_id, roles)
+        system_scope = req.get_header("openstack-system-scope") or None
+        token_project = None if system_scope else project_id or user_id
+        req.context.identity = Identity(
+            user_id,
+            req.get_header("x-project-id") or token_project,
+            roles,
+            system_scope=system_scope,
+            domain_id=req.get_header("x-domain-id") or None,
+        )
 
 
 class KeystoneIdentity:
-    """Identity from the headers keystonemiddleware's auth_token sets. auth_token runs
-    with `delay_auth_decision`, so the version document stays open and this decides."""
+    """Identity from the headers keystonemiddleware's auth_token sets (it strips any
+    the client sent). auth_token runs with `delay_auth_decision`, so the version
+    document stays open and this decides; a 401 from here still gets auth_token's
+    `www-authenticate` header."""
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         if req.path in UNAUTHENTICATED_PATHS:
             return
         if req.get_header("x-identity-status") != "Confirmed":
             raise Unauthorized("The request you have made requires authentication.")
-        roles = tuple(r.strip() for r in (req.get_header("x-roles") or "").split(",") if r.strip())
         req.context.identity = Identity(
-            req.get_header("x-user-id") or "", req.get_header("x-project-id") or "", roles
+            req.get_header("x-user-id") or "",
+            req.get_header("x-project-id") or None,
+            _split(req.get_header("x-roles") or ""),
+            system_scope=req.get_header("openstack-system-scope") or None,
+            domain_id=req.get_header("x-domain-id") or None,
         )
 
 
+def _split(header: str) -> tuple[str, ...]:
+    return tuple(r.strip() for r in header.split(",") if r.strip())
+
+
 class Authorize:
-    """Applies the policy seam once the route (and so the resource) is known."""
+    """Asks the policy about the rule the resource names for the method
+    (`POLICIES = {"GET": "placement:..."}`), once routing has found it. A method the
+    route lacks (405) or a microversion the responder refuses (404) is answered
+    first, as upstream checks policy inside the handler. `POLICY_TARGET_QUERY`
+    names query parameters that make the policy target (GET /usages: project_id)."""
+
+    def __init__(self, enforcer: policy.Policy) -> None:
+        self.policy = enforcer
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict
     ) -> None:
-        if resource is None or req.path in UNAUTHENTICATED_PATHS:
+        rule = getattr(resource, "POLICIES", {}).get(req.method)
+        if rule is None:
             return
-        rule = getattr(resource, "POLICY", "placement")
-        policy.authorize(req.context.identity, f"{rule}:{req.method.lower()}")
+        responder = getattr(resource, f"on_{req.method.lower()}", None)
+        gate = getattr(responder, "version_gate", None)
+        if gate is not None and not gate(req.context.version):
+            return
+        target = None
+        names = getattr(resource, "POLICY_TARGET_QUERY", ())
+        if names:
+            values = {name: req.params.get(name) for name in names}
+            target = {k: v[-1] if isinstance(v, list) else v for k, v in values.items()}
+        self.policy.authorize(req.context.identity, rule, target)
 
 
 class ContentNegotiation:
     """406 for an Accept we cannot satisfy; 400 for a body without a type;
-    413 for an oversized body. The 415 check is in `read_json`, since some
-    PUTs take no body."""
+    413 for an oversized body; 414 for an oversized query string. The 415
+    check is in `read_json`, since some PUTs take no body."""
 
-    def __init__(self, max_body_bytes: int) -> None:
+    def __init__(self, max_body_bytes: int, max_query_bytes: int) -> None:
         self.max_body_bytes = max_body_bytes
+        self.max_query_bytes = max_query_bytes
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if len(req.query_string) > self.max_query_bytes:
+            raise UriTooLong(f"Query string is longer than {self.max_query_bytes} bytes.")
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict

@@ -1,19 +1,346 @@
-"""The authorization seam.
+"""Authorization: upstream Placement's rule names and defaults, enforced with oslo.policy.
 
-For now the legacy default of upstream Placement: every API but the version
-document needs the admin (or service) role. Per-rule defaults, secure RBAC and
-policy files plug in here without touching handlers.
+Every API rule points at one of a few base rules (`admin_or_service_api`, ...), as
+upstream's do, so an operator's `policy.yaml` written for upstream Placement overrides
+the same names here. The base rules carry the pre-Wallaby default (`role:admin`) as a
+deprecated rule: with `enforce_new_defaults = false` (the legacy mode) oslo.policy ORs it
+with the new default; with `true` only the new defaults (admin, service, and a project
+reader on `GET /usages` for its own project; the reshaper for the service role) apply.
+Every API rule is project-scoped, so a system-scoped token is refused.
+
+Handlers name their rules as data (`POLICIES = {"GET": "placement:..."}` on each
+resource class); `middleware.Authorize` asks `Policy.authorize` before the responder runs.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from oslo_config import cfg
+from oslo_policy import policy as oslo_policy
+
+from tally.config import Settings
 from tally.placement.context import Identity
 from tally.placement.ledger.errors import Forbidden
 
-PRIVILEGED_ROLES = frozenset({"admin", "service"})
+ADMIN_OR_SERVICE = "rule:admin_or_service_api"
+SERVICE = "rule:service_api"
+ADMIN_OR_PROJECT_READER_OR_SERVICE = "rule:admin_or_project_reader_or_service_api"
+PROJECT = ["project"]
+
+# The pre-Wallaby default every base rule but `admin_api` falls back to in legacy mode.
+# Its name is upstream's (a `rule:` string that no policy file key matches), so an
+# override of `admin_api` does not silently replace the new base rules.
+_LEGACY_ADMIN = oslo_policy.DeprecatedRule(
+    name="rule:admin_api",
+    check_str="role:admin",
+    deprecated_reason="Placement's rules gained the service and reader roles and project "
+    "scope; the admin-only default goes away once the new defaults are enforced.",
+    deprecated_since="W",
+)
+
+# (name, check string, description, scope types, falls back to the legacy admin rule)
+BASE_RULES: tuple[tuple[str, str, str, list[str] | None, bool], ...] = (
+    ("admin_api", "role:admin", "The administrator.", PROJECT, False),
+    ("service_api", "role:service", "Another service, such as the compute service.", PROJECT, True),
+    (
+        "admin_or_service_api",
+        "role:admin or role:service",
+        "The administrator or another service: the default of most APIs.",
+        PROJECT,
+        True,
+    ),
+    (
+        "project_reader_api",
+        "role:reader and project_id:%(project_id)s",
+        "A reader of the project the request is about.",
+        None,
+        True,
+    ),
+    (
+        "admin_or_project_reader_or_service_api",
+        "role:admin or rule:project_reader_api or role:service",
+        "The administrator, another service or a reader of the project asked about.",
+        PROJECT,
+        True,
+    ),
+)
+
+# (name, check string, description, operations as "METHOD path")
+API_RULES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
+    (
+        "placement:resource_providers:list",
+        ADMIN_OR_SERVICE,
+        "List providers.",
+        ("GET /resource_providers",),
+    ),
+    (
+        "placement:resource_providers:create",
+        ADMIN_OR_SERVICE,
+        "Create a provider.",
+        ("POST /resource_providers",),
+    ),
+    (
+        "placement:resource_providers:show",
+        ADMIN_OR_SERVICE,
+        "Show a provider.",
+        ("GET /resource_providers/{uuid}",),
+    ),
+    (
+        "placement:resource_providers:update",
+        ADMIN_OR_SERVICE,
+        "Update a provider.",
+        ("PUT /resource_providers/{uuid}",),
+    ),
+    (
+        "placement:resource_providers:delete",
+        ADMIN_OR_SERVICE,
+        "Delete a provider.",
+        ("DELETE /resource_providers/{uuid}",),
+    ),
+    (
+        "placement:resource_classes:list",
+        ADMIN_OR_SERVICE,
+        "List resource classes.",
+        ("GET /resource_classes",),
+    ),
+    (
+        "placement:resource_classes:create",
+        ADMIN_OR_SERVICE,
+        "Create a custom resource class.",
+        ("POST /resource_classes",),
+    ),
+    (
+        "placement:resource_classes:show",
+        ADMIN_OR_SERVICE,
+        "Show a resource class.",
+        ("GET /resource_classes/{name}",),
+    ),
+    (
+        "placement:resource_classes:update",
+        ADMIN_OR_SERVICE,
+        "Create or update a custom resource class.",
+        ("PUT /resource_classes/{name}",),
+    ),
+    (
+        "placement:resource_classes:delete",
+        ADMIN_OR_SERVICE,
+        "Delete a custom resource class.",
+        ("DELETE /resource_classes/{name}",),
+    ),
+    (
+        "placement:resource_providers:inventories:list",
+        ADMIN_OR_SERVICE,
+        "List a provider's inventories.",
+        ("GET /resource_providers/{uuid}/inventories",),
+    ),
+    (
+        "placement:resource_providers:inventories:create",
+        ADMIN_OR_SERVICE,
+        "Add one inventory to a provider.",
+        ("POST /resource_providers/{uuid}/inventories",),
+    ),
+    (
+        "placement:resource_providers:inventories:show",
+        ADMIN_OR_SERVICE,
+        "Show one inventory of a provider.",
+        ("GET /resource_providers/{uuid}/inventories/{resource_class}",),
+    ),
+    (
+        "placement:resource_providers:inventories:update",
+        ADMIN_OR_SERVICE,
+        "Replace a provider's inventories, or update one.",
+        (
+            "PUT /resource_providers/{uuid}/inventories",
+            "PUT /resource_providers/{uuid}/inventories/{resource_class}",
+        ),
+    ),
+    (
+        "placement:resource_providers:inventories:delete",
+        ADMIN_OR_SERVICE,
+        "Delete a provider's inventories, or one of them.",
+        (
+            "DELETE /resource_providers/{uuid}/inventories",
+            "DELETE /resource_providers/{uuid}/inventories/{resource_class}",
+        ),
+    ),
+    (
+        "placement:resource_providers:aggregates:list",
+        ADMIN_OR_SERVICE,
+        "List a provider's aggregates.",
+        ("GET /resource_providers/{uuid}/aggregates",),
+    ),
+    (
+        "placement:resource_providers:aggregates:update",
+        ADMIN_OR_SERVICE,
+        "Replace a provider's aggregates.",
+        ("PUT /resource_providers/{uuid}/aggregates",),
+    ),
+    (
+        "placement:resource_providers:usages",
+        ADMIN_OR_SERVICE,
+        "Show a provider's usages.",
+        ("GET /resource_providers/{uuid}/usages",),
+    ),
+    (
+        "placement:usages",
+        ADMIN_OR_PROJECT_READER_OR_SERVICE,
+        "Show the total usages of a project (and user).",
+        ("GET /usages",),
+    ),
+    ("placement:traits:list", ADMIN_OR_SERVICE, "List traits.", ("GET /traits",)),
+    ("placement:traits:show", ADMIN_OR_SERVICE, "Show a trait.", ("GET /traits/{name}",)),
+    (
+        "placement:traits:update",
+        ADMIN_OR_SERVICE,
+        "Create a custom trait.",
+        ("PUT /traits/{name}",),
+    ),
+    (
+        "placement:traits:delete",
+        ADMIN_OR_SERVICE,
+        "Delete a custom trait.",
+        ("DELETE /traits/{name}",),
+    ),
+    (
+        "placement:resource_providers:traits:list",
+        ADMIN_OR_SERVICE,
+        "List a provider's traits.",
+        ("GET /resource_providers/{uuid}/traits",),
+    ),
+    (
+        "placement:resource_providers:traits:update",
+        ADMIN_OR_SERVICE,
+        "Replace a provider's traits.",
+        ("PUT /resource_providers/{uuid}/traits",),
+    ),
+    (
+        "placement:resource_providers:traits:delete",
+        ADMIN_OR_SERVICE,
+        "Remove every trait of a provider.",
+        ("DELETE /resource_providers/{uuid}/traits",),
+    ),
+    (
+        "placement:allocations:manage",
+        ADMIN_OR_SERVICE,
+        "Write the allocations of several consumers at once.",
+        ("POST /allocations",),
+    ),
+    (
+        "placement:allocations:list",
+        ADMIN_OR_SERVICE,
+        "List a consumer's allocations.",
+        ("GET /allocations/{consumer_uuid}",),
+    ),
+    (
+        "placement:allocations:update",
+        ADMIN_OR_SERVICE,
+        "Write a consumer's allocations.",
+        ("PUT /allocations/{consumer_uuid}",),
+    ),
+    (
+        "placement:allocations:delete",
+        ADMIN_OR_SERVICE,
+        "Delete a consumer's allocations.",
+        ("DELETE /allocations/{consumer_uuid}",),
+    ),
+    (
+        "placement:resource_providers:allocations:list",
+        ADMIN_OR_SERVICE,
+        "List the allocations against a provider.",
+        ("GET /resource_providers/{uuid}/allocations",),
+    ),
+    (
+        "placement:allocation_candidates:list",
+        ADMIN_OR_SERVICE,
+        "List allocation candidates.",
+        ("GET /allocation_candidates",),
+    ),
+    (
+        "placement:reshaper:reshape",
+        SERVICE,
+        "Move inventories and allocations in one step.",
+        ("POST /reshaper",),
+    ),
+)
 
 
-def authorize(identity: Identity, rule: str) -> None:
-    if PRIVILEGED_ROLES.intersection(identity.roles):
-        return
-    raise Forbidden(f"Policy does not allow {rule} to be performed.")
+def default_rules() -> list[oslo_policy.RuleDefault]:
+    """Fresh RuleDefault objects (oslo.policy mutates what it is given)."""
+    rules: list[oslo_policy.RuleDefault] = [
+        oslo_policy.RuleDefault(
+            name,
+            check,
+            description=description,
+            scope_types=scopes,
+            deprecated_rule=_LEGACY_ADMIN if legacy else None,
+        )
+        for name, check, description, scopes, legacy in BASE_RULES
+    ]
+    for name, check, description, operations in API_RULES:
+        ops = [dict(zip(("method", "path"), op.split(" ", 1), strict=True)) for op in operations]
+        rules.append(
+            oslo_policy.DocumentedRuleDefault(
+                name, check, description, ops, scope_types=list(PROJECT)
+            )
+        )
+    return rules
+
+
+def rule_names() -> list[str]:
+    return [r[0] for r in BASE_RULES] + [r[0] for r in API_RULES]
+
+
+class _Conf(cfg.ConfigOpts):
+    """oslo.policy searches `~/` and `/etc/` for a relative `policy_file`; Tally reads
+    only the file it was told about (an absolute path, resolved by `tally.config`)."""
+
+    def find_file(self, name: str) -> str | None:
+        path = Path(name)
+        return str(path) if path.is_absolute() and path.exists() else None
+
+
+class Policy:
+    """The enforcer of one app: the registered defaults, the `enforce_new_defaults`
+    setting and the operator's `policy_file` (re-read when it changes, as upstream)."""
+
+    def __init__(self, settings: Settings) -> None:
+        conf = _Conf()
+        conf([], project="tally", default_config_files=[], default_config_dirs=[])
+        enforcer = oslo_policy.Enforcer(conf)
+        conf.set_override("enforce_new_defaults", settings.enforce_new_defaults, "oslo_policy")
+        conf.set_override("policy_dirs", [], "oslo_policy")
+        if "enforce_scope" in conf.oslo_policy:  # oslo.policy before 5 could switch it off
+            conf.set_override("enforce_scope", True, "oslo_policy")
+        policy_file = settings.policy_file
+        if policy_file:
+            path = Path(policy_file).expanduser().resolve()
+            if not path.is_file():
+                raise ValueError(f"policy_file {policy_file!r} does not exist")
+            enforcer.policy_file = str(path)
+        else:
+            enforcer.policy_file = ""
+        # Default-change warnings would fire for every rule in legacy mode (upstream
+        # silences them the same way).
+        enforcer.suppress_default_change_warnings = True
+        enforcer.register_defaults(default_rules())
+        enforcer.load_rules()
+        self.enforcer = enforcer
+
+    def authorize(self, identity: Identity, rule: str, target: dict | None = None) -> None:
+        """Raise Forbidden, with upstream's message, unless `rule` allows `identity`."""
+        if target is None:
+            target = {"project_id": identity.project_id, "user_id": identity.user_id}
+        creds = {
+            "user_id": identity.user_id,
+            "project_id": identity.project_id,
+            "domain_id": identity.domain_id,
+            "roles": list(identity.roles),
+            "system_scope": identity.system_scope,
+        }
+        try:
+            allowed = self.enforcer.authorize(rule, target, creds)
+        except oslo_policy.InvalidScope:
+            allowed = False
+        if not allowed:
+            raise Forbidden(f"Policy does not allow {rule} to be performed.")

@@ -4,6 +4,6 @@ Settings come from the environment (`TALLY_*`, `TALLY_CONFIG`, `TALLY_PLACEMENT_
 """
 
 from tally.config import load_settings
-from tally.placement.app import create_wsgi
+from tally.server import create_server
 
-application = create_wsgi(load_settings())
+application = create_server(load_settings())  # Placement (and the lab when `lab` is on)

@@ -27,7 +27,10 @@ def _send(req: falcon.Request, resp: falcon.Response, found: ledger.ProviderAggr
 
 
 class ProviderAggregates:
-    POLICY = "placement:aggregates"
+    POLICIES = {
+        "GET": "placement:resource_providers:aggregates:list",
+        "PUT": "placement:resource_providers:aggregates:update",
+    }
 
     def __init__(self, service: Service) -> None:
         self.service = service

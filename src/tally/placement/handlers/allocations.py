@@ -43,7 +43,7 @@ def _write(consumer_uuid: str, body: dict[str, Any], version: Any) -> ledger.Con
 class Allocations:
     """/allocations: POST only, from 1.13."""
 
-    POLICY = "placement:allocations"
+    POLICIES = {"POST": "placement:allocations:manage"}
 
     def __init__(self, service: Service) -> None:
         self.service = service
@@ -63,7 +63,11 @@ class Allocations:
 class ConsumerAllocations:
     """/allocations/{consumer_uuid}"""
 
-    POLICY = "placement:allocations"
+    POLICIES = {
+        "GET": "placement:allocations:list",
+        "PUT": "placement:allocations:update",
+        "DELETE": "placement:allocations:delete",
+    }
 
     def __init__(self, service: Service) -> None:
         self.service = service
@@ -104,7 +108,7 @@ class ConsumerAllocations:
 class ProviderAllocations:
     """/resource_providers/{uuid}/allocations: GET only."""
 
-    POLICY = "placement:allocations"
+    POLICIES = {"GET": "placement:resource_providers:allocations:list"}
 
     def __init__(self, service: Service) -> None:
         self.service = service

@@ -51,7 +51,12 @@ def _cache(req: falcon.Request, resp: falcon.Response, stamp: Any) -> None:
 class Inventories:
     """/resource_providers/{uuid}/inventories"""
 
-    POLICY = "placement:inventories"
+    POLICIES = {
+        "GET": "placement:resource_providers:inventories:list",
+        "PUT": "placement:resource_providers:inventories:update",
+        "POST": "placement:resource_providers:inventories:create",
+        "DELETE": "placement:resource_providers:inventories:delete",
+    }
 
     def __init__(self, service: Service) -> None:
         self.service = service
@@ -96,7 +101,11 @@ class Inventories:
 class Inventory:
     """/resource_providers/{uuid}/inventories/{resource_class}"""
 
-    POLICY = "placement:inventories"
+    POLICIES = {
+        "GET": "placement:resource_providers:inventories:show",
+        "PUT": "placement:resource_providers:inventories:update",
+        "DELETE": "placement:resource_providers:inventories:delete",
+    }
 
     def __init__(self, service: Service) -> None:
         self.service = service

@@ -74,7 +74,10 @@ def list_filter(req: falcon.Request) -> ledger.ProviderFilter:
 class Providers:
     """GET (list, filtered) and POST (create) /resource_providers."""
 
-    POLICY = "placement:providers"
+    POLICIES = {
+        "GET": "placement:resource_providers:list",
+        "POST": "placement:resource_providers:create",
+    }
 
     def __init__(self, service: Service) -> None:
         self.service = service
@@ -105,7 +108,11 @@ class Providers:
 class Provider:
     """GET, PUT (rename / re-parent) and DELETE /resource_providers/{uuid}."""
 
-    POLICY = "placement:providers"
+    POLICIES = {
+        "GET": "placement:resource_providers:show",
+        "PUT": "placement:resource_providers:update",
+        "DELETE": "placement:resource_providers:delete",
+    }
 
     def __init__(self, service: Service) -> None:
         self.service = service

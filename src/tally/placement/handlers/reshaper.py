@@ -41,7 +41,7 @@ def _write(consumer_uuid: str, body: dict[str, Any]) -> allocations.ConsumerWrit
 class Reshaper:
     """/reshaper: POST only."""
 
-    POLICY = "placement:reshaper"
+    POLICIES = {"POST": "placement:reshaper:reshape"}
 
     def __init__(self, service: Service) -> None:
         self.service = service

@@ -32,7 +32,10 @@ def _show(req: falcon.Request, found: ledger.ResourceClass) -> dict:
 
 
 class ResourceClasses:
-    POLICY = "placement:resource_classes"
+    POLICIES = {
+        "GET": "placement:resource_classes:list",
+        "POST": "placement:resource_classes:create",
+    }
 
     def __init__(self, service: Service) -> None:
         self.service = service
@@ -53,7 +56,11 @@ class ResourceClasses:
 
 
 class ResourceClass:
-    POLICY = "placement:resource_classes"
+    POLICIES = {
+        "GET": "placement:resource_classes:show",
+        "PUT": "placement:resource_classes:update",
+        "DELETE": "placement:resource_classes:delete",
+    }
 
     def __init__(self, service: Service) -> None:
         self.service = service

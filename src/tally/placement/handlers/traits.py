@@ -62,7 +62,7 @@ def _provider_body(found: ledger.ProviderTraits) -> dict:
 
 
 class Traits:
-    POLICY = "placement:traits"
+    POLICIES = {"GET": "placement:traits:list"}
 
     def __init__(self, service: Service) -> None:
         self.service = service
@@ -77,7 +77,11 @@ class Traits:
 
 
 class Trait:
-    POLICY = "placement:traits"
+    POLICIES = {
+        "GET": "placement:traits:show",
+        "PUT": "placement:traits:update",
+        "DELETE": "placement:traits:delete",
+    }
 
     def __init__(self, service: Service) -> None:
         self.service = service
@@ -108,7 +112,11 @@ class Trait:
 
 
 class ProviderTraits:
-    POLICY = "placement:traits"
+    POLICIES = {
+        "GET": "placement:resource_providers:traits:list",
+        "PUT": "placement:resource_providers:traits:update",
+        "DELETE": "placement:resource_providers:traits:delete",
+    }
 
     def __init__(self, service: Service) -> None:
         self.service = service

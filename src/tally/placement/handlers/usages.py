@@ -19,7 +19,7 @@ from tally.placement.schemas import allocations as schemas
 class ProviderUsages:
     """/resource_providers/{uuid}/usages"""
 
-    POLICY = "placement:usages"
+    POLICIES = {"GET": "placement:resource_providers:usages"}
 
     def __init__(self, service: Service) -> None:
         self.service = service
@@ -33,7 +33,8 @@ class ProviderUsages:
 class Usages:
     """/usages?project_id=&user_id=[&consumer_type=]"""
 
-    POLICY = "placement:usages"
+    POLICIES = {"GET": "placement:usages"}
+    POLICY_TARGET_QUERY = ("project_id",)  # a project reader sees only its own
 
     def __init__(self, service: Service) -> None:
         self.service = service

@@ -15,6 +15,7 @@ single error handler turns any of them into Placement's error body.
     |   +-- ProviderInUse               placement.resource_provider.inuse
     |   +-- CannotDeleteParent          placement.resource_provider.cannot_delete_parent
     +-- PayloadTooLarge (413)
+    +-- UriTooLong (414)
     +-- UnsupportedMediaType (415)
 """
 
@@ -92,6 +93,10 @@ class CannotDeleteParent(Conflict):
 
 class PayloadTooLarge(TallyError):
     status, title = 413, "Request Entity Too Large"
+
+
+class UriTooLong(TallyError):
+    status, title = 414, "Request-URI Too Long"
 
 
 class UnsupportedMediaType(TallyError):

@@ -1,0 +1,60 @@
+"""Safe defaults of `tally serve`: noauth only on loopback unless told, and the
+identity libraries' debug chatter kept out of the log."""
+
+from __future__ import annotations
+
+import logging
+
+import click
+import pytest
+from click.testing import CliRunner
+
+from tally.cli.main import cli
+from tally.cli.serve import QUIET_LOGGERS, configure_logging, is_loopback, refuse_unsafe_bind
+from tally.config import Settings
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"])
+def test_loopback_hosts(host):
+    assert is_loopback(host)
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.0.0.5", "192.168.1.1", "example.com", ""])
+def test_non_loopback_hosts(host):
+    assert not is_loopback(host)
+
+
+def test_noauth_on_a_public_address_is_refused(tmp_path):
+    result = CliRunner().invoke(
+        cli,
+        ["serve", "--host", "0.0.0.0", "--port", "18999"],
+        env={"TALLY_DATA_DIR": str(tmp_path / "data"), "TALLY_AUTH_STRATEGY": "noauth"},
+    )
+    assert result.exit_code == 1
+    assert "refusing to serve auth_strategy = noauth on 0.0.0.0" in result.output
+    assert "noauth_allow_remote" in result.output
+    assert not (tmp_path / "data").exists()  # refused before touching the database
+
+
+def test_noauth_remote_when_explicitly_allowed_or_with_keystone():
+    refuse_unsafe_bind(Settings.of(host="0.0.0.0", noauth_allow_remote=True))
+    refuse_unsafe_bind(Settings.of(host="0.0.0.0", auth_strategy="keystone"))
+    refuse_unsafe_bind(Settings.of(host="127.0.0.1"))
+    with pytest.raises(click.ClickException):
+        refuse_unsafe_bind(Settings.of(host="10.1.2.3"))
+
+
+def test_identity_libraries_never_log_below_info():
+    root = logging.getLogger()
+    saved = root.level
+    root.setLevel(logging.DEBUG)  # as basicConfig would on a fresh process
+    try:
+        configure_logging("DEBUG")
+        assert logging.getLogger("tally").isEnabledFor(logging.DEBUG)
+        for name in QUIET_LOGGERS:
+            assert not logging.getLogger(name).isEnabledFor(logging.DEBUG), name
+            assert logging.getLogger(f"{name}.session").getEffectiveLevel() >= logging.INFO
+    finally:
+        root.setLevel(saved)
+        for name in QUIET_LOGGERS:
+            logging.getLogger(name).setLevel(logging.NOTSET)
