@@ -9,6 +9,7 @@ import click
 from tally.cli.candidate import allocation
 from tally.cli.context import connection_options, open_context
 from tally.cli.db import db
+from tally.cli.lab import lab
 from tally.cli.provider import provider
 from tally.cli.resource_class import resource
 from tally.cli.serve import serve
@@ -38,3 +39,4 @@ cli.add_command(resource)
 cli.add_command(trait)
 cli.add_command(usage)
 cli.add_command(allocation)
+cli.add_command(lab)

@@ -39,6 +39,7 @@ def cloud_connection(
     *,
     region_name: str | None = None,
     interface: str | None = None,
+    service_type: str = SERVICE_TYPE,
 ) -> dict[str, Any]:
     """The PlacementClient arguments (base_url, auth, verify, cert) for a cloud of
     clouds.yaml (or, with `cloud=None`, the OS_* environment): authenticate with
@@ -58,19 +59,19 @@ def cloud_connection(
             warnings.simplefilter("ignore", PendingDeprecationWarning)
             region = openstack.config.OpenStackConfig().get_one(cloud=cloud, **options)
         session = region.get_session()
-        endpoint = region.get_endpoint(SERVICE_TYPE) or session.get_endpoint(
-            service_type=SERVICE_TYPE,
-            interface=region.get_interface(SERVICE_TYPE),
-            region_name=region.get_region_name(SERVICE_TYPE),
+        endpoint = region.get_endpoint(service_type) or session.get_endpoint(
+            service_type=service_type,
+            interface=region.get_interface(service_type),
+            region_name=region.get_region_name(service_type),
         )
     except (sdk_exceptions.SDKException, ks_exceptions.ClientException) as exc:
         where = f"cloud {cloud!r}" if cloud else "the OS_* environment"
         raise ConfigurationError(f"cannot reach Placement through {where}: {exc}") from exc
     if not endpoint:
         raise ConfigurationError(
-            f"no {SERVICE_TYPE} endpoint in the catalog of cloud {cloud!r} "
-            f"(interface {region.get_interface(SERVICE_TYPE)}, "
-            f"region {region.get_region_name(SERVICE_TYPE) or 'any'})"
+            f"no {service_type} endpoint in the catalog of cloud {cloud!r} "
+            f"(interface {region.get_interface(service_type)}, "
+            f"region {region.get_region_name(service_type) or 'any'})"
         )
     verify, cert = region.get_requests_verify_args()
     return {"base_url": endpoint, "auth": KeystoneAuth(session), "verify": verify, "cert": cert}

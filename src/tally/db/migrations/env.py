@@ -2,6 +2,7 @@
 
 from alembic import context
 
+from tally.db import compute_schema  # noqa: F401 - the lab's tables, on the same metadata
 from tally.db.schema import metadata
 
 connection = context.config.attributes.get("connection")

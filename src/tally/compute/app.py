@@ -1,0 +1,71 @@
+"""The lab compute WSGI app: one factory, one route table, one error path.
+Mounted under /compute by tally/server.py (so its paths start at /v2.1)."""
+
+from __future__ import annotations
+
+import falcon
+import sqlalchemy as sa
+
+from tally.clients.errors import ClientError
+from tally.compute import middleware
+from tally.compute.context import Lab
+from tally.compute.errors import ComputeError
+from tally.compute.handlers import flavors, lab, migrations, servers, services, versions
+from tally.compute.report import ReportClient
+from tally.config import Settings
+
+V = "/v2.1"
+# (path, resource factory), in the order of the compute API reference.
+ROUTES = (
+    ("/", versions.Versions),
+    (V, versions.Version),
+    (f"{V}/servers", servers.Servers),
+    (f"{V}/servers/detail", servers.ServersDetail),
+    (f"{V}/servers/{{server_id}}", servers.Server),
+    (f"{V}/servers/{{server_id}}/action", servers.ServerAction),
+    (f"{V}/servers/{{server_id}}/migrations", migrations.ServerMigrations),
+    (f"{V}/servers/{{server_id}}/migrations/{{migration_id}}", migrations.ServerMigration),
+    (
+        f"{V}/servers/{{server_id}}/migrations/{{migration_id}}/action",
+        migrations.ServerMigrationAction,
+    ),
+    (f"{V}/flavors", flavors.Flavors),
+    (f"{V}/flavors/detail", flavors.FlavorsDetail),
+    (f"{V}/flavors/{{flavor_id}}", flavors.Flavor),
+    (f"{V}/flavors/{{flavor_id}}/os-extra_specs", flavors.FlavorExtraSpecs),
+    (f"{V}/os-hypervisors", services.Hypervisors),
+    (f"{V}/os-hypervisors/detail", services.HypervisorsDetail),
+    (f"{V}/os-hypervisors/{{hypervisor_id}}", services.Hypervisor),
+    (f"{V}/os-migrations", migrations.Migrations),
+    (f"{V}/os-services", services.Services),
+    (f"{V}/os-services/{{service_id}}", services.Service),
+    # the lab's own admin API
+    (f"{V}/os-lab", lab.Lab),
+    (f"{V}/os-lab/hosts", lab.LabHosts),
+    (f"{V}/os-lab/hosts/{{name}}", lab.LabHost),
+    (f"{V}/os-lab/tracker", lab.LabTracker),
+    (f"{V}/os-lab/step", lab.LabStep),
+    (f"{V}/os-lab/faults", lab.LabFaults),
+)
+
+
+def create_app(settings: Settings, engine: sa.Engine, placement: ReportClient) -> falcon.App:
+    """The compute API over a prepared database, claiming through `placement`."""
+    service = Lab(engine=engine, settings=settings, placement=placement)
+    app = falcon.App(
+        middleware=[
+            middleware.RequestIdAndLog(),
+            middleware.Microversion(),
+            middleware.Auth(noauth=settings.auth_strategy == "noauth"),
+        ],
+        cors_enable=False,
+    )
+    app.req_options.strip_url_path_trailing_slash = True
+    app.req_options.auto_parse_qs_csv = False
+    for path, resource in ROUTES:
+        app.add_route(path, resource(service))
+    app.add_error_handler(Exception, middleware.handle_unexpected)
+    app.add_error_handler(ClientError, middleware.handle_client_error)
+    app.add_error_handler(ComputeError, middleware.handle_compute_error)
+    app.set_error_serializer(middleware.serialize_falcon_error)
+    return app

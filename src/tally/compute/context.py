@@ -1,0 +1,42 @@
+"""What the compute handlers and ops get: the lab's dependencies and the caller."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+
+import sqlalchemy as sa
+
+from tally.compute.report import ReportClient
+from tally.config import Settings
+
+
+@dataclasses.dataclass(frozen=True)
+class Identity:
+    user_id: str
+    project_id: str
+    roles: tuple[str, ...] = ()
+
+    @property
+    def is_admin(self) -> bool:
+        return "admin" in self.roles
+
+
+@dataclasses.dataclass
+class Lab:
+    """The lab compute's dependencies, passed to each resource by `create_app`."""
+
+    engine: sa.Engine
+    settings: Settings
+    placement: ReportClient
+
+    def now(self) -> dt.datetime:
+        """UTC, naive (as stored), to the second."""
+        return dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
+
+    def next_step_at(self) -> dt.datetime | None:
+        seconds = self.settings.lab_step_seconds
+        return self.now() + dt.timedelta(seconds=seconds) if seconds > 0 else None
+
+
+LAB_SYSTEM = Identity("nova", "service", ("admin", "service"))  # the lab acting on its own

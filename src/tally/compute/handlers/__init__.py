@@ -1,0 +1,1 @@
+"""Falcon resources of the compute API, one module per resource group."""

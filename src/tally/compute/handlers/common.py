@@ -1,0 +1,65 @@
+"""What the compute handlers share: the JSON body, query values, links."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import falcon
+
+from tally.compute.context import Lab
+from tally.compute.errors import BadRequest
+
+
+class Resource:
+    """A resource of the compute API, given the lab's dependencies."""
+
+    def __init__(self, lab: Lab) -> None:
+        self.lab = lab
+
+
+def body(req: falcon.Request, key: str | None = None) -> dict[str, Any]:
+    """The JSON object of the request (its `key` member when named)."""
+    try:
+        found = req.get_media(default_when_empty=None)
+    except falcon.MediaMalformedError:
+        raise BadRequest("Malformed request body") from None
+    if key is not None:
+        found = found.get(key) if isinstance(found, dict) else None
+        if not isinstance(found, dict):
+            raise BadRequest(f"The request body needs a '{key}' object.")
+    if not isinstance(found, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    return found
+
+
+def flag(req: falcon.Request, name: str) -> bool:
+    value = req.get_param(name)
+    if value is None:
+        return False
+    return value.strip().lower() in ("1", "true", "t", "yes", "y", "on", "")
+
+
+def integer(req: falcon.Request, name: str) -> int | None:
+    value = req.get_param(name)
+    if value is None:
+        return None
+    if not value.isdigit():
+        raise BadRequest(f"Invalid input for query parameter {name}: {value!r} is not an integer")
+    return int(value)
+
+
+def base(req: falcon.Request) -> str:
+    """Where the compute API is mounted, as the client reached it."""
+    return f"{req.forwarded_scheme}://{req.forwarded_host}{req.root_path}"
+
+
+def links(req: falcon.Request, kind: str, ident: str) -> list[dict[str, str]]:
+    return [
+        {"rel": "self", "href": f"{base(req)}/v2.1/{kind}/{ident}"},
+        {"rel": "bookmark", "href": f"{base(req)}/{kind}/{ident}"},
+    ]
+
+
+def server_root(req: falcon.Request) -> str:
+    """The address of the whole Tally server (the compute API is under /compute)."""
+    return f"{req.forwarded_scheme}://{req.forwarded_host}"

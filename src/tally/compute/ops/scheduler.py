@@ -1,0 +1,148 @@
+"""Scheduling as Nova does it since Queens: ask Placement for allocation candidates,
+drop hosts that are down or disabled (the ComputeFilter), weigh by free RAM
+(spreading, like the RAMWeigher), and claim. A claim refused with 409 (another claim
+won the race) makes a fresh query and another try.
+
+Many servers of one request (multi-create, the lab's bulk path) are placed from one
+candidates answer, on the free capacity its provider summaries report, and claimed
+with POST /allocations, up to a thousand consumers a request.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from tally.compute.context import Lab
+from tally.compute.errors import NoValidHost
+from tally.compute.report import ClaimConflict
+from tally.compute.store import hosts as host_store
+
+ATTEMPTS = 3
+
+
+def resources_for(flavor: Mapping[str, Any]) -> dict[str, int]:
+    """What one server of this flavor claims; `resources:CLASS=N` extra specs
+    override or add classes (0 removes one), as in Nova."""
+    wanted = {
+        "VCPU": int(flavor["vcpus"]),
+        "MEMORY_MB": int(flavor["ram"]),
+        "DISK_GB": int(flavor["disk"])
+        + int(flavor.get("ephemeral") or 0)
+        + math.ceil(int(flavor.get("swap") or 0) / 1024),
+    }
+    for key, value in (flavor.get("extra_specs") or {}).items():
+        if key.startswith("resources:"):
+            wanted[key.split(":", 1)[1]] = int(value)
+    return {rc: n for rc, n in wanted.items() if n > 0}
+
+
+def select(
+    lab: Lab,
+    resources: Mapping[str, int],
+    count: int,
+    *,
+    forced_host: Mapping[str, Any] | None = None,
+    exclude: Sequence[str] = (),
+) -> list[str]:
+    """Provider uuids for `count` servers (one each); NoValidHost when they do not fit."""
+    body = lab.placement.candidates(
+        resources,
+        in_tree=forced_host["provider_uuid"] if forced_host else None,
+        exclude_disabled=forced_host is None,
+    )
+    hosts = {h["provider_uuid"]: h for h in host_store.listing(lab.engine)}
+    summaries = body.get("provider_summaries", {})
+    heap: list[tuple[int, str, dict[str, int]]] = []
+    for request in body.get("allocation_requests", []):
+        allocations = request["allocations"]
+        if len(allocations) != 1:
+            continue  # the lab's hosts are single providers
+        rp = next(iter(allocations))
+        host = hosts.get(rp)
+        if host is None or rp in exclude or host["forced_down"]:
+            continue
+        if host["disabled"] and forced_host is None:
+            continue
+        free = {
+            rc: int(v["capacity"]) - int(v["used"])
+            for rc, v in summaries.get(rp, {}).get("resources", {}).items()
+        }
+        heap.append((-free.get("MEMORY_MB", 0), host["name"], free))
+    heapq.heapify(heap)
+    picks: list[str] = []
+    by_name = {h["name"]: rp for rp, h in hosts.items()}
+    while len(picks) < count and heap:
+        _, name, free = heapq.heappop(heap)
+        if any(free.get(rc, 0) < n for rc, n in resources.items()):
+            continue  # full: free capacity only shrinks from here
+        picks.append(by_name[name])
+        for rc, n in resources.items():
+            free[rc] -= n
+        heapq.heappush(heap, (-free.get("MEMORY_MB", 0), name, free))
+    if len(picks) < count:
+        raise NoValidHost()
+    return picks
+
+
+def claim_new(
+    lab: Lab,
+    consumers: Sequence[str],
+    resources: Mapping[str, int],
+    project: str,
+    user: str,
+    *,
+    forced_host: Mapping[str, Any] | None = None,
+) -> dict[str, str]:
+    """Place and claim new servers: consumer -> provider uuid (all or none)."""
+    for _ in range(ATTEMPTS):
+        picks = select(lab, resources, len(consumers), forced_host=forced_host)
+        try:
+            if len(consumers) == 1:
+                lab.placement.claim(
+                    consumers[0], {picks[0]: dict(resources)}, project, user, "INSTANCE"
+                )
+            else:
+                lab.placement.claim_many(
+                    {
+                        c: ({rp: dict(resources)}, project, user, "INSTANCE")
+                        for c, rp in zip(consumers, picks, strict=True)
+                    }
+                )
+            return dict(zip(consumers, picks, strict=True))
+        except ClaimConflict:
+            continue
+    raise NoValidHost()
+
+
+def claim_destination(
+    lab: Lab,
+    server: Mapping[str, Any],
+    resources: Mapping[str, int],
+    *,
+    keep: Mapping[str, Mapping[str, int]] | None = None,
+    forced_host: Mapping[str, Any] | None = None,
+    exclude: Sequence[str] = (),
+) -> str:
+    """The instance's claim on a move's destination (its source allocation is the
+    migration's by now; an evacuation `keep`s it on the instance as well)."""
+    for _ in range(ATTEMPTS):
+        rp = select(lab, resources, 1, forced_host=forced_host, exclude=exclude)[0]
+        found = lab.placement.allocations(server["uuid"])
+        wanted = {p: dict(r) for p, r in (keep or {}).items()}
+        wanted[rp] = dict(resources)
+        try:
+            lab.placement.claim(
+                server["uuid"],
+                wanted,
+                server["project_id"],
+                server["user_id"],
+                "INSTANCE",
+                found.get("consumer_generation"),
+            )
+            return rp
+        except ClaimConflict:
+            continue
+    raise NoValidHost()

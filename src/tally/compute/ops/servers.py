@@ -1,0 +1,195 @@
+"""Servers: create (schedule + claim), list with Nova's filters, delete (release)."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import re
+import uuid as uuidlib
+from collections.abc import Mapping
+from typing import Any
+
+from tally.compute.context import Identity, Lab
+from tally.compute.errors import BadRequest, Forbidden, NotFound, NoValidHost
+from tally.compute.ops.scheduler import claim_new, resources_for
+from tally.compute.states import POWER_NOSTATE, POWER_RUNNING, status_of
+from tally.compute.store import flavors as flavor_store
+from tally.compute.store import hosts as host_store
+from tally.compute.store import migrations as migration_store
+from tally.compute.store import servers as store
+
+log = logging.getLogger("tally.compute")
+MAX_COUNT = 10000
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerRequest:
+    name: str
+    flavor: str
+    image: str = ""
+    count: int = 1
+    min_count: int = 1
+    host: str | None = None  # forced host (admin): availability_zone "nova:HOST" or `host`
+
+
+def flavor_snapshot(flavor: Mapping[str, Any]) -> dict[str, Any]:
+    """The flavor as the server keeps it (Nova embeds it in the server from 2.47)."""
+    return {
+        "id": flavor["flavorid"],
+        "name": flavor["name"],
+        "vcpus": flavor["vcpus"],
+        "ram": flavor["memory_mb"],
+        "disk": flavor["root_gb"],
+        "ephemeral": flavor["ephemeral_gb"],
+        "swap": flavor["swap"],
+        "extra_specs": dict(flavor["extra_specs"]),
+        "internal_id": flavor["id"],
+    }
+
+
+def create(lab: Lab, who: Identity, request: ServerRequest) -> list[dict[str, Any]]:
+    """Boot `request.count` servers: all scheduled and claimed (ACTIVE), or all in
+    ERROR with the scheduler's fault, as Nova's multi-create."""
+    flavor = flavor_store.get(lab.engine, request.flavor)
+    if flavor is None:
+        raise BadRequest(f"Flavor {request.flavor} could not be found.")
+    if not 1 <= request.min_count <= request.count <= MAX_COUNT:
+        raise BadRequest(f"min_count and max_count must be 1..{MAX_COUNT}, min <= max.")
+    forced = None
+    if request.host:
+        if not who.is_admin:
+            raise Forbidden("Policy doesn't allow a host to be requested.")
+        forced = host_store.get(lab.engine, name=request.host)
+        if forced is None:
+            raise BadRequest(f"Compute host {request.host} could not be found.")
+    snapshot = flavor_snapshot(flavor)
+    now = lab.now()
+    reservation = f"r-{uuidlib.uuid4().hex[:8]}"
+    uuids = [str(uuidlib.uuid4()) for _ in range(request.count)]
+    rows = [
+        {
+            "uuid": u,
+            "name": _name(request, i),
+            "project_id": who.project_id,
+            "user_id": who.user_id,
+            "flavor": snapshot,
+            "image_ref": request.image,
+            "host": None,
+            "vm_state": "building",
+            "task_state": None,
+            "power_state": POWER_NOSTATE,
+            "fault": None,
+            "reservation_id": reservation,
+            "launch_index": i,
+            "deleted": False,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for i, u in enumerate(uuids)
+    ]
+    try:
+        placed = claim_new(
+            lab, uuids, resources_for(snapshot), who.project_id, who.user_id, forced_host=forced
+        )
+    except NoValidHost as exc:
+        fault = {"code": 500, "message": exc.message, "created": _iso(now)}
+        for row in rows:
+            row.update(vm_state="error", fault=fault)
+    else:
+        names = {h["provider_uuid"]: h["name"] for h in host_store.listing(lab.engine)}
+        for row in rows:
+            row.update(
+                host=names[placed[row["uuid"]]],
+                vm_state="active",
+                power_state=POWER_RUNNING,
+                launched_at=now,
+            )
+    store.create(lab.engine, rows)
+    return rows
+
+
+def _name(request: ServerRequest, index: int) -> str:
+    return request.name if request.count == 1 else f"{request.name}-{index + 1}"
+
+
+def _iso(value: Any) -> str:
+    return value.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def get(lab: Lab, who: Identity, uuid: str, *, deleted: bool = False) -> dict[str, Any]:
+    server = store.get(lab.engine, uuid, deleted=deleted and who.is_admin)
+    if server is None or (server["project_id"] != who.project_id and not who.is_admin):
+        raise NotFound(f"Instance {uuid} could not be found.")
+    return server
+
+
+@dataclasses.dataclass(frozen=True)
+class ServerFilters:
+    all_tenants: bool = False
+    project_id: str | None = None
+    user_id: str | None = None
+    host: str | None = None
+    status: str | None = None
+    name: str | None = None
+    flavor: str | None = None
+    reservation_id: str | None = None
+    deleted: bool = False
+    limit: int | None = None
+    marker: str | None = None
+
+
+def listing(lab: Lab, who: Identity, f: ServerFilters) -> tuple[list[dict[str, Any]], bool]:
+    """(servers of the page, whether more follow). Non-admins see their project;
+    `all_tenants`, `host` and `deleted` are for admins, as in Nova."""
+    if (f.all_tenants or f.host or f.deleted) and not who.is_admin:
+        raise Forbidden("Policy doesn't allow os_compute_api:servers:index:get_all_tenants.")
+    project = None if f.all_tenants else who.project_id
+    if f.all_tenants and f.project_id:
+        project = f.project_id
+    found = store.listing(
+        lab.engine, project_id=project, host=f.host, deleted=True if f.deleted else False
+    )
+    if f.status:
+        wanted = f.status.upper()
+        found = [s for s in found if status_of(s) == wanted]
+    if f.name:
+        try:
+            pattern = re.compile(f.name)
+        except re.error:
+            raise BadRequest(f"Invalid name filter {f.name!r}.") from None
+        found = [s for s in found if pattern.search(s["name"])]
+    if f.user_id:
+        found = [s for s in found if s["user_id"] == f.user_id]
+    if f.reservation_id:
+        found = [s for s in found if s["reservation_id"] == f.reservation_id]
+    if f.flavor:
+        found = [s for s in found if s["flavor"]["id"] == f.flavor]
+    if f.marker:
+        ids = [s["uuid"] for s in found]
+        if f.marker not in ids:
+            raise BadRequest(f"marker [{f.marker}] not found")
+        found = found[ids.index(f.marker) + 1 :]
+    if f.limit is not None and len(found) > f.limit:
+        return found[: f.limit], True
+    return found, False
+
+
+def delete(lab: Lab, who: Identity, uuid: str) -> None:
+    """Release the server's allocations (and those of its unfinished moves), then
+    mark it deleted. A server whose compute is down is deleted locally by the API,
+    which releases its allocations too (Nova since Rocky)."""
+    server = get(lab, who, uuid)
+    for migration in migration_store.in_progress(lab.engine, server=uuid):
+        lab.placement.release(migration["uuid"])
+        ended = "confirmed" if migration["status"] == "finished" else "error"
+        migration_store.advance(
+            lab.engine,
+            migration["uuid"],
+            migration["status"],
+            lab.now(),
+            status=ended,
+            next_step_at=None,
+        )
+    lab.placement.release(uuid)
+    store.soft_delete(lab.engine, uuid, lab.now())
+    log.info("Deleted server %s (%s) from host %s", server["name"], uuid, server["host"])

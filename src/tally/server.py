@@ -1,0 +1,196 @@
+"""What `tally serve` serves, composed in one place: Placement at / and under
+/placement; with the lab on, the lab compute API under /compute (v2.1) and the lab
+identity under /identity (v3).
+
+The compute API claims through Placement's public API with the project's
+PlacementClient: over an in-process WSGI transport (as the lab's service user), or
+over the network to `lab_placement_url`. Lab tokens reach Placement and compute
+through the identity's token filter, as Keystone tokens reach them through auth_token.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import httpx
+import sqlalchemy as sa
+
+from tally.config import Settings
+from tally.db.engine import make_engine
+
+log = logging.getLogger("tally")
+WSGIApp = Callable[[dict[str, Any], Callable], Iterable[bytes]]
+SERVICE_USER = ("nova", "service", "admin,service")  # the lab compute, toward Placement
+
+
+def lab_enabled(settings: Settings) -> bool:
+    """`lab = auto` is on with a SQLite database (embedded), off with a server database."""
+    if settings.lab == "auto":
+        return settings.database.startswith("sqlite")
+    return settings.lab == "on"
+
+
+class Mount:
+    """Dispatch by path prefix, moving the prefix from PATH_INFO to SCRIPT_NAME (so
+    each app builds its links from where it is mounted); the rest goes to `default`."""
+
+    def __init__(self, default: WSGIApp, mounts: dict[str, WSGIApp]) -> None:
+        self.default = default
+        self.mounts = mounts
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "") or "/"
+        for prefix, app in self.mounts.items():
+            if path == prefix or path.startswith(prefix + "/"):
+                environ["SCRIPT_NAME"] = environ.get("SCRIPT_NAME", "") + prefix
+                environ["PATH_INFO"] = path[len(prefix) :]
+                return app(environ, start_response)
+        return self.default(environ, start_response)
+
+
+def _as_service(app: WSGIApp) -> WSGIApp:
+    """Placement as the lab compute reaches it in-process: as the lab's service user
+    (noauth token form and the confirmed-identity headers both say so)."""
+    user, project, roles = SERVICE_USER
+
+    def call(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        environ.update(
+            HTTP_X_AUTH_TOKEN=f"{user}:{project}",
+            HTTP_X_IDENTITY_STATUS="Confirmed",
+            HTTP_X_USER_ID=user,
+            HTTP_X_PROJECT_ID=project,
+            HTTP_X_ROLES=roles,
+        )
+        return app(environ, start_response)
+
+    return call
+
+
+class Server(Mount):
+    """The composed WSGI app; `lab` is the compute's Lab (None with the lab off)."""
+
+    lab: Any = None
+    placement_client: Any = None
+
+
+def create_server(settings: Settings, engine: sa.Engine | None = None) -> Server:
+    from tally.placement.app import create_app as placement_app
+
+    engine = engine or make_engine(settings.database)
+    placement = placement_app(settings, engine)
+    if not lab_enabled(settings):
+        server = Server(placement, {"/placement": placement})
+        return _keystone(settings, server)
+
+    from tally.clients.placement import PlacementClient
+    from tally.compute.app import create_app as compute_app
+    from tally.compute.context import Lab
+    from tally.compute.report import ReportClient
+    from tally.identity.app import create_app as identity_app
+    from tally.identity.filter import TokenFilter
+    from tally.identity.secret import token_key
+    from tally.identity.tokens import Tokens
+    from tally.identity.users import parse_users
+
+    if settings.lab_placement_url:
+        client = PlacementClient(settings.lab_placement_url, token=settings.lab_placement_token)
+    else:
+        transport = httpx.WSGITransport(app=_as_service(placement))
+        client = PlacementClient(
+            "http://placement.lab", token=None, version="1.39", transport=transport
+        )
+    report = ReportClient(client)
+    compute = compute_app(settings, engine, report)
+    mounts: dict[str, WSGIApp] = {"/compute": compute, "/placement": placement}
+    root: WSGIApp = placement
+    if settings.auth_strategy in ("noauth", "lab"):
+        tokens = Tokens(parse_users(settings.lab_users), key=lambda: token_key(engine))
+        strict = settings.auth_strategy == "lab"
+        root = TokenFilter(placement, tokens, strict)
+        mounts = {
+            "/identity": identity_app(tokens, _catalog(settings)),
+            "/compute": TokenFilter(compute, tokens, strict),
+            "/placement": root,
+        }
+    server = Server(root, mounts)
+    server.lab = Lab(engine=engine, settings=settings, placement=report)
+    server.placement_client = client
+    return _keystone(settings, server)
+
+
+def _catalog(settings: Settings) -> list[tuple[str, str, str]]:
+    return [
+        ("identity", "keystone", "/identity"),
+        ("placement", "placement", settings.lab_placement_url or "/placement"),
+        ("compute", "nova", "/compute/v2.1"),
+    ]
+
+
+def _keystone(settings: Settings, server: Server) -> Server:
+    """With `auth_strategy = keystone`, keystonemiddleware's auth_token in front of
+    everything (its options from `placement_conf`), as Placement's own create_wsgi."""
+    if settings.auth_strategy != "keystone":
+        return server
+    from keystonemiddleware import auth_token  # the [keystone] extra
+
+    from tally.placement.app import _oslo_config
+
+    conf: dict[str, Any] = {"delay_auth_decision": True}
+    if settings.placement_conf:
+        conf["oslo_config_config"] = _oslo_config(settings.placement_conf)
+    wrapped = Server(auth_token.AuthProtocol(server, conf), {})
+    wrapped.lab, wrapped.placement_client = server.lab, server.placement_client
+    return wrapped
+
+
+def describe(settings: Settings, url: str) -> list[str]:
+    """What `tally serve` prints at start about the lab."""
+    if not lab_enabled(settings):
+        return [f"Lab off (setting lab = {settings.lab}): Placement only"]
+    from tally.identity.users import parse_users
+
+    lines = [
+        f"Lab compute API on {url}/compute/v2.1 (claims through "
+        f"{settings.lab_placement_url or 'this Placement'})"
+    ]
+    if settings.auth_strategy in ("noauth", "lab"):
+        lines.append(f"Lab identity on {url}/identity/v3 (auth_strategy {settings.auth_strategy})")
+        for user in parse_users(settings.lab_users).values():
+            lines.append(
+                f"  user {user.name} password {user.password} project {user.project} "
+                f"roles {'+'.join(user.roles) or '-'}"
+            )
+    return lines
+
+
+class Ticker(threading.Thread):
+    """The lab's clock in a serving process: every second, due migrations advance and
+    due hosts report (each step is a compare-and-swap, so several workers agree)."""
+
+    def __init__(self, lab: Any, interval: float = 1.0) -> None:
+        super().__init__(name="tally-lab-ticker", daemon=True)
+        self.lab, self.interval = lab, interval
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        from tally.compute.ops.lab import tick
+
+        while not self.stopped.wait(self.interval):
+            try:
+                tick(self.lab)
+            except Exception:  # the clock keeps going; the next beat retries
+                log.exception("lab tick failed")
+
+
+def start_ticker(server: Server) -> Ticker | None:
+    lab = server.lab
+    if lab is None or (
+        lab.settings.lab_step_seconds <= 0 and lab.settings.lab_tracker_seconds <= 0
+    ):
+        return None
+    ticker = Ticker(lab)
+    ticker.start()
+    return ticker

@@ -1,0 +1,189 @@
+"""The real `openstack` CLI (python-openstackclient + osc-placement) against a live
+`tally serve` lab, through the clouds.yaml `tally lab up` prints.
+
+The client is installed from PyPI into a throw-away venv under /tmp (kept between
+runs; TALLY_OSC_VENV moves it); when it cannot be installed the test is skipped with
+pip's reason."""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+OSC = ["python-openstackclient", "osc-placement"]
+OSC_VENV = Path(os.environ.get("TALLY_OSC_VENV", Path(tempfile.gettempdir()) / "tally-osc-venv"))
+
+
+def install_osc() -> Path:
+    ready = OSC_VENV / ".ready"
+    if ready.exists():
+        return OSC_VENV
+    with open(f"{OSC_VENV}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # one installer at a time
+        if ready.exists():
+            return OSC_VENV
+        shutil.rmtree(OSC_VENV, ignore_errors=True)
+        python = shutil.which("python3") or sys.executable
+        steps = [
+            [python, "-m", "venv", str(OSC_VENV)],
+            [str(OSC_VENV / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *OSC],
+        ]
+        for step in steps:
+            done = subprocess.run(step, capture_output=True, text=True, timeout=900)
+            if done.returncode != 0:
+                shutil.rmtree(OSC_VENV, ignore_errors=True)
+                why = (done.stderr or done.stdout).strip().splitlines()[-3:]
+                pytest.skip(f"cannot install {' '.join(OSC)}: {' / '.join(why)}")
+        ready.touch()
+    return OSC_VENV
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def tally_serve(data: Path) -> Iterator[str]:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(
+        os.environ,
+        TALLY_DATA_DIR=str(data),
+        TALLY_PORT=str(port),
+        TALLY_DATABASE_URL="",
+        TALLY_LAB="on",
+        TALLY_LAB_STEP_SECONDS="0",
+        TALLY_LAB_TRACKER_SECONDS="0",
+    )
+    log = data / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from tally.cli.main import cli; cli()", "serve"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/", timeout=2, trust_env=False).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                pytest.fail(f"tally serve did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)  # the server and its workers: our group
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+class Shell:
+    def __init__(self, venv: Path, url: str, clouds: Path) -> None:
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("OS_", "TALLY_"))}
+        self.env.update(OS_CLIENT_CONFIG_FILE=str(clouds), OS_CLOUD="tally-lab", TALLY_URL=url)
+        self.openstack_bin = str(venv / "bin" / "openstack")
+
+    def run(self, command: list[str]) -> str:
+        done = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"{' '.join(command)}\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def tally(self, line: str) -> str:
+        return self.run(
+            [sys.executable, "-c", "from tally.cli.main import cli; cli()", *line.split()]
+        )
+
+    def openstack(self, line: str) -> object:
+        """`openstack LINE -f json`, parsed (None when the command prints nothing)."""
+        out = self.run([self.openstack_bin, *line.split(), "-f", "json"])
+        return json.loads(out) if out.strip() else None
+
+    def openstack_plain(self, line: str) -> str:
+        return self.run([self.openstack_bin, *line.split()])
+
+
+def test_the_openstack_cli_drives_the_lab(tmp_path):
+    venv = install_osc()
+    with tally_serve(tmp_path) as url:
+        clouds = tmp_path / "clouds.yaml"
+        sh = Shell(venv, url, clouds)
+        printed = sh.tally("lab up --hosts 3 --servers 4")
+        clouds.write_text(printed[printed.index("clouds:") :])
+
+        servers = sh.openstack("server list")
+        assert len(servers) == 4 and {s["Status"] for s in servers} == {"ACTIVE"}
+        server = servers[0]["ID"]
+        shown = sh.openstack(f"server show {server}")
+        source = shown["OS-EXT-SRV-ATTR:host"]
+        assert shown["status"] == "ACTIVE" and source.startswith("lab-compute-")
+        assert "m1.small" in json.dumps(shown["flavor"])
+
+        hypervisors = sh.openstack("hypervisor list")
+        assert sorted(h["Hypervisor Hostname"] for h in hypervisors) == [
+            "lab-compute-1",
+            "lab-compute-2",
+            "lab-compute-3",
+        ]
+        rp = {h["Hypervisor Hostname"]: h["ID"] for h in hypervisors}
+        providers = sh.openstack("resource provider list")
+        assert {p["uuid"] for p in providers} == set(rp.values())
+
+        # a live migration held in `running`, seen and aborted with the openstack CLI
+        sh.tally(f"lab migrate {server}")
+        sh.tally("lab step")
+        running = sh.openstack("server migration list --status running")
+        assert [m["Server UUID"] for m in running] == [server]
+        migration = running[0]["UUID"]
+        held = sh.openstack(f"resource provider show --allocations {rp[source]}")["allocations"]
+        assert migration in held and server not in held  # the migration holds the source
+        sh.openstack_plain(f"server migration abort {server} {migration}")
+        assert sh.openstack("server migration list --status running") == []
+        held = sh.openstack(f"resource provider show --allocations {rp[source]}")["allocations"]
+        assert server in held and migration not in held
+        usage = {
+            u["resource_class"]: u["usage"]
+            for u in sh.openstack(f"resource provider usage show {rp[source]}")
+        }
+        assert usage["VCPU"] >= 1 and usage["MEMORY_MB"] >= 2048
+
+        services = sh.openstack("compute service list")
+        assert {s["Host"] for s in services} == set(rp) and {s["State"] for s in services} == {"up"}
+        sh.openstack_plain(
+            "compute service set --disable --disable-reason drain lab-compute-2 nova-compute"
+        )
+        status = {s["Host"]: s["Status"] for s in sh.openstack("compute service list")}
+        assert status == {
+            "lab-compute-1": "enabled",
+            "lab-compute-2": "disabled",
+            "lab-compute-3": "enabled",
+        }
+
+        sh.openstack_plain(f"server delete {server}")
+        assert server not in {s["ID"] for s in sh.openstack("server list")}
+        held = sh.openstack(f"resource provider show --allocations {rp[source]}")["allocations"]
+        assert server not in held
