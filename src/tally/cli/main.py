@@ -6,9 +6,13 @@ from typing import Any
 
 import click
 
+from tally.cli.audit import audit
 from tally.cli.candidate import allocation
 from tally.cli.context import connection_options, open_context
 from tally.cli.db import db
+from tally.cli.drain import drain
+from tally.cli.explain import explain
+from tally.cli.heal import heal
 from tally.cli.lab import lab
 from tally.cli.provider import provider
 from tally.cli.resource_class import resource
@@ -40,3 +44,7 @@ cli.add_command(trait)
 cli.add_command(usage)
 cli.add_command(allocation)
 cli.add_command(lab)
+cli.add_command(audit)
+cli.add_command(explain)
+cli.add_command(heal)
+cli.add_command(drain)

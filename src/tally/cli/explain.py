@@ -1,0 +1,111 @@
+"""`tally explain RP --resource ...` and `tally explain candidates ...`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import click
+from rich.text import Text
+
+from tally.cli.audit import progress_bar
+from tally.cli.context import Context, Output, console, output_options, pass_context
+from tally.cli.inventory import ResourceType, asked_inventories
+from tally.cli.inventory_report import render_check
+from tally.cli.lab import compute
+from tally.doctor.candidates import explain_candidates, parse_resources
+from tally.doctor.explain import Explanation, explain_change
+
+
+class ProviderByDefault(click.Group):
+    """`tally explain RP ...` is `tally explain provider RP ...`."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):  # type: ignore[override]
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            args = ["provider", *args]
+        return super().resolve_command(ctx, args)
+
+
+@click.group(cls=ProviderByDefault)
+def explain() -> None:
+    """Why an inventory change is refused (`tally explain RP --resource VCPU=16`),
+    or why no host fits a request (`tally explain candidates`)."""
+
+
+def render(out: Output, found: Explanation) -> None:
+    if out.fmt in ("json", "yaml"):
+        return out.dump(found.as_dict())
+    con = console()
+    if not found.refused:
+        con.print(Text("The change would be accepted: capacity stays above what is used."))
+        return
+    render_check(out, found.check)
+    table = out.table(["consumer", "class", "holds here", "reason"])
+    for h in found.holders:
+        table.add_row(
+            h.consumer_uuid, h.kind, ", ".join(f"{k}={v}" for k, v in h.held.items()), h.reason
+        )
+    con.print(Text("Who holds it, as the audit sees it:"))
+    con.print(table)
+    con.print(Text("The plan, in order:"))
+    for n, step in enumerate(found.plan, 1):
+        con.print(Text(f"  {n}. {step.text}"))
+        if step.command:
+            con.print(Text(f"       {step.command}"))
+
+
+@explain.command("provider")
+@click.argument("uuid")
+@click.option(
+    "--resource",
+    "resources",
+    multiple=True,
+    required=True,
+    type=ResourceType(),
+    metavar="CLASS=TOTAL[:RESERVED] | CLASS:FIELD=VALUE",
+    help="The change, as for `tally provider inventory set --amend` (repeatable).",
+)
+@output_options
+@pass_context
+def provider(ctx: Context, out: Output, uuid: str, resources: tuple) -> None:
+    """Why changing provider UUID's inventory would be refused, who holds the
+    capacity (each consumer classified as by `tally audit`), and the ordered plan
+    that makes it succeed. Exit 1 when it would be refused."""
+    current = ctx.client.inventories(uuid)["inventories"]
+    asked = asked_inventories(current, resources, amend=True)
+    found = explain_change(ctx.client, compute(ctx), uuid, asked)
+    render(out, found)
+    if found.refused:
+        raise click.exceptions.Exit(1)
+
+
+@explain.command("candidates")
+@click.option(
+    "--resource", "resources", required=True, help="What is asked: VCPU:4,MEMORY_MB:8192."
+)
+@click.option("--required", multiple=True, help="A required trait (`!TRAIT` forbids; repeatable).")
+@click.option("--member-of", multiple=True, help="Aggregates, `in:A,B` any of (repeatable).")
+@output_options
+@pass_context
+def candidates(
+    ctx: Context, out: Output, resources: str, required: tuple, member_of: tuple
+) -> None:
+    """When no host fits ("No valid host was found"): how many provider trees each
+    constraint rules out (capacity per class, traits, aggregates), and the closest
+    misses. Exit 1 when no candidate fits."""
+    try:
+        asked = parse_resources(resources)
+    except ValueError as exc:
+        raise click.BadParameter("CLASS:N[,CLASS:N...]", param_hint="--resource") from exc
+    with progress_bar("reading providers") as tick:
+        found = explain_candidates(ctx.client, asked, list(required), list(member_of), tick)
+    if out.fmt in ("json", "yaml"):
+        out.dump(found.as_dict())
+    else:
+        click.echo(f"{found.candidates} candidates; {found.trees} provider trees")
+        out.rows(
+            ["constraint", "trees ruled out"],
+            ({"constraint": k, "trees ruled out": v} for k, v in found.ruled_out.items()),
+        )
+        out.rows(["name", "root", "reasons"], (dataclasses.asdict(m) for m in found.closest))
+    if not found.candidates:
+        raise click.exceptions.Exit(1)

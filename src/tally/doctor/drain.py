@@ -1,0 +1,115 @@
+"""Drain a compute host before taking it away: disable its service with a reason,
+live-migrate each of its servers, wait for each migration to end, then check its
+provider holds no allocations and report what is left. A dry run says what it
+would do; `wait` is called between polls (a sleep, or the lab's step in tests)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tally.clients.compute import ComputeClient, ComputeError
+from tally.clients.errors import ClientError
+from tally.clients.placement import PlacementClient
+from tally.doctor.audit import MIGRATION_OVER, Progress, paged
+
+REASON = "drained by tally"
+
+
+@dataclasses.dataclass(frozen=True)
+class Move:
+    server: str
+    status: str  # planned | completed | error | ... (the migration's status) | timeout
+    migration: str | None = None
+    error: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class DrainReport:
+    host: str
+    provider: str | None
+    applied: bool
+    moves: tuple[Move, ...]
+    left: dict[str, dict[str, int]]  # consumer -> what it still holds on the provider
+
+    @property
+    def drained(self) -> bool:
+        ok = all(m.status in ("completed", "done") for m in self.moves)
+        return self.applied and ok and not self.left
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "drained": self.drained}
+
+
+def drain(
+    placement: PlacementClient,
+    compute: ComputeClient,
+    host: str,
+    apply: bool = False,
+    reason: str = REASON,
+    wait: Callable[[], None] | None = None,
+    timeout: float = 600.0,
+    progress: Progress | None = None,
+) -> DrainReport:
+    services = compute.get("/os-services", {"host": host, "binary": "nova-compute"})["services"]
+    if not services:
+        raise ClientError(f"no nova-compute service on host {host}")
+    hypervisors = compute.get("/os-hypervisors").get("hypervisors") or []
+    provider = next((str(h["id"]) for h in hypervisors if h["hypervisor_hostname"] == host), None)
+    servers = [
+        s["id"]
+        for s in paged(compute, "/servers/detail", "servers", {"all_tenants": 1, "host": host})
+    ]
+    if not apply:
+        moves = tuple(Move(s, "planned") for s in servers)
+        return DrainReport(host, provider, False, moves, _left(placement, provider))
+    compute.put(
+        f"/os-services/{services[0]['id']}", {"status": "disabled", "disabled_reason": reason}
+    )
+    started: dict[str, Move] = {}
+    for server in servers:
+        try:
+            body = {"os-migrateLive": {"host": None, "block_migration": "auto"}}
+            compute.post(f"/servers/{server}/action", body)
+            started[server] = Move(server, "started")
+        except ComputeError as exc:
+            started[server] = Move(server, "error", error=exc.detail)
+    moves = _wait(compute, started, wait or (lambda: time.sleep(2)), timeout, progress)
+    return DrainReport(host, provider, True, moves, _left(placement, provider))
+
+
+def _wait(
+    compute: ComputeClient,
+    moves: dict[str, Move],
+    wait: Callable[[], None],
+    timeout: float,
+    progress: Progress | None,
+) -> tuple[Move, ...]:
+    deadline = time.monotonic() + timeout
+    pending = [s for s, m in moves.items() if m.status == "started"]
+    while pending:
+        for server in list(pending):
+            found = compute.get("/os-migrations", {"instance_uuid": server})["migrations"]
+            live = [
+                m for m in found if m.get("migration_type", "live-migration") == "live-migration"
+            ]
+            latest = max(live, key=lambda m: m["id"], default=None)
+            if latest and latest["status"] in MIGRATION_OVER:
+                moves[server] = Move(server, latest["status"], latest.get("uuid"))
+                pending.remove(server)
+        if progress:
+            progress(len(moves) - len(pending), len(moves))
+        if not pending:
+            break
+        if time.monotonic() > deadline:
+            for server in pending:
+                moves[server] = Move(server, "timeout")
+            break
+        wait()
+    return tuple(moves.values())
+
+
+def _left(placement: PlacementClient, provider: str | None) -> dict[str, dict[str, int]]:
+    return placement.provider_allocations(provider) if provider else {}
