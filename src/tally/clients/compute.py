@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 
 from tally.clients.errors import ClientError, Unreachable
+from tally.clients.http import http_client
 
 DEFAULT_VERSION = "2.96"
 USER_AGENT = "tally-compute-client"
@@ -49,23 +50,16 @@ class ComputeClient:
         cert: str | tuple[str, str] | None = None,
         timeout: float = 300.0,
     ) -> None:
-        headers = {
-            "accept": "application/json",
-            "user-agent": USER_AGENT,
-            "openstack-api-version": f"compute {version}",
-        }
-        if token and auth is None:
-            headers["x-auth-token"] = token
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            headers=headers,
+        self._http = http_client(
+            base_url,
+            {"user-agent": USER_AGENT, "openstack-api-version": f"compute {version}"},
+            token=token,
             auth=auth,
             transport=transport,
             verify=verify,
             cert=cert,
             timeout=timeout,
-            trust_env=transport is None,
         )
 
     def request(self, method: str, path: str, *, json: Any = None, params: Any = None) -> Any:

@@ -25,6 +25,7 @@ from tally.clients.errors import (
     Unreachable,
     VersionUnsupported,
 )
+from tally.clients.http import http_client
 
 CLIENT_MAX_VERSION = (1, 39)
 DEFAULT_URL = "http://127.0.0.1:8778"
@@ -63,19 +64,16 @@ class PlacementClient:
         cert: str | tuple[str, str] | None = None,
         timeout: float = 30.0,
     ) -> None:
-        headers = {"accept": "application/json", "user-agent": USER_AGENT}
-        if token and auth is None:
-            headers["x-auth-token"] = token
         self.base_url = base_url.rstrip("/")
-        self._http = httpx.Client(
-            base_url=self.base_url,
-            headers=headers,
+        self._http = http_client(
+            base_url,
+            {"user-agent": USER_AGENT},
+            token=token,
             auth=auth,
             transport=transport,
             verify=verify,
             cert=cert,
             timeout=timeout,
-            trust_env=transport is None,
         )
         self._asked = None if version in (None, "", "latest") else parse_version(version)
         self._version: tuple[int, int] | None = self._asked

@@ -9,15 +9,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from tally.db.schema import metadata
-
-
-def _timestamps() -> list[sa.Column]:
-    return [
-        sa.Column("created_at", sa.DateTime, nullable=True),
-        sa.Column("updated_at", sa.DateTime, nullable=True),
-    ]
-
+from tally.db.schema import metadata, timestamps
 
 compute_hosts = sa.Table(
     "compute_hosts",
@@ -40,7 +32,7 @@ compute_hosts = sa.Table(
     sa.Column("forced_down", sa.Boolean, nullable=False),
     sa.Column("host_ip", sa.String(64), nullable=False),
     sa.Column("reported_at", sa.DateTime, nullable=True),  # last resource tracker run
-    *_timestamps(),
+    *timestamps(),
 )
 
 compute_flavors = sa.Table(
@@ -58,7 +50,7 @@ compute_flavors = sa.Table(
     sa.Column("is_public", sa.Boolean, nullable=False),
     sa.Column("description", sa.Text, nullable=True),
     sa.Column("extra_specs", sa.Text, nullable=False),  # JSON object
-    *_timestamps(),
+    *timestamps(),
 )
 
 compute_servers = sa.Table(
@@ -81,7 +73,7 @@ compute_servers = sa.Table(
     sa.Column("deleted", sa.Boolean, nullable=False),
     sa.Column("launched_at", sa.DateTime, nullable=True),
     sa.Column("deleted_at", sa.DateTime, nullable=True),
-    *_timestamps(),
+    *timestamps(),
 )
 
 compute_migrations = sa.Table(
@@ -101,7 +93,7 @@ compute_migrations = sa.Table(
     sa.Column("user_id", sa.String(255), nullable=False),
     sa.Column("stuck", sa.Boolean, nullable=False),  # the lab never advances it
     sa.Column("next_step_at", sa.DateTime, nullable=True),
-    *_timestamps(),
+    *timestamps(),
 )
 
 lab_secrets = sa.Table(
@@ -109,5 +101,5 @@ lab_secrets = sa.Table(
     metadata,
     sa.Column("name", sa.String(64), primary_key=True),
     sa.Column("value", sa.String(255), nullable=False),
-    *_timestamps(),
+    *timestamps(),
 )

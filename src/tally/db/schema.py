@@ -14,7 +14,7 @@ metadata = sa.MetaData()
 CUSTOM_RC_START_ID = 10000
 
 
-def _timestamps() -> list[sa.Column]:
+def timestamps() -> list[sa.Column]:
     return [
         sa.Column("created_at", sa.DateTime, nullable=True),
         sa.Column("updated_at", sa.DateTime, nullable=True),
@@ -26,7 +26,7 @@ resource_classes = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
     sa.Column("name", sa.String(255), nullable=False, unique=True),
-    *_timestamps(),
+    *timestamps(),
 )
 
 resource_providers = sa.Table(
@@ -38,7 +38,7 @@ resource_providers = sa.Table(
     sa.Column("generation", sa.Integer, nullable=False, default=0),
     sa.Column("root_provider_id", sa.Integer, nullable=True, index=True),
     sa.Column("parent_provider_id", sa.Integer, nullable=True, index=True),
-    *_timestamps(),
+    *timestamps(),
 )
 
 inventories = sa.Table(
@@ -53,7 +53,7 @@ inventories = sa.Table(
     sa.Column("max_unit", sa.Integer, nullable=False),
     sa.Column("step_size", sa.Integer, nullable=False),
     sa.Column("allocation_ratio", sa.Float, nullable=False),
-    *_timestamps(),
+    *timestamps(),
     sa.UniqueConstraint("resource_provider_id", "resource_class_id", name="uniq_inventories_rp_rc"),
 )
 
@@ -62,7 +62,7 @@ consumer_types = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True),
     sa.Column("name", sa.Unicode(255), nullable=False, unique=True),
-    *_timestamps(),
+    *timestamps(),
 )
 
 consumers = sa.Table(
@@ -74,7 +74,7 @@ consumers = sa.Table(
     sa.Column("user_id", sa.String(255), nullable=False),
     sa.Column("generation", sa.Integer, nullable=False, default=0),
     sa.Column("consumer_type_id", sa.Integer, nullable=True, index=True),
-    *_timestamps(),
+    *timestamps(),
     sa.Index("consumers_project_user_idx", "project_id", "user_id"),
 )
 
@@ -86,7 +86,7 @@ allocations = sa.Table(
     sa.Column("consumer_id", sa.String(36), nullable=False, index=True),
     sa.Column("resource_class_id", sa.Integer, nullable=False, index=True),
     sa.Column("used", sa.Integer, nullable=False),
-    *_timestamps(),
+    *timestamps(),
     sa.Index("allocations_rp_rc_used_idx", "resource_provider_id", "resource_class_id", "used"),
 )
 
@@ -95,7 +95,7 @@ traits = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True),
     sa.Column("name", sa.Unicode(255), nullable=False, unique=True),
-    *_timestamps(),
+    *timestamps(),
 )
 
 resource_provider_traits = sa.Table(
@@ -103,7 +103,7 @@ resource_provider_traits = sa.Table(
     metadata,
     sa.Column("resource_provider_id", sa.Integer, primary_key=True),
     sa.Column("trait_id", sa.Integer, primary_key=True, index=True),
-    *_timestamps(),
+    *timestamps(),
 )
 
 placement_aggregates = sa.Table(
@@ -111,7 +111,7 @@ placement_aggregates = sa.Table(
     metadata,
     sa.Column("id", sa.Integer, primary_key=True),
     sa.Column("uuid", sa.String(36), nullable=False, unique=True),
-    *_timestamps(),
+    *timestamps(),
 )
 
 resource_provider_aggregates = sa.Table(
@@ -119,5 +119,5 @@ resource_provider_aggregates = sa.Table(
     metadata,
     sa.Column("resource_provider_id", sa.Integer, primary_key=True),
     sa.Column("aggregate_id", sa.Integer, primary_key=True, index=True),
-    *_timestamps(),
+    *timestamps(),
 )
