@@ -22,7 +22,13 @@ def make_engine(url: str) -> sa.Engine:
     parsed = sa.engine.make_url(url)
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
-    return sa.create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    options: dict = {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 20}
+    if parsed.get_backend_name() in ("mysql", "mariadb"):
+        # As on PostgreSQL, each statement sees what committed before it: under InnoDB's
+        # default REPEATABLE READ a writer that waited for a row lock would still read
+        # usage from the snapshot taken before the wait, and lose every generation CAS.
+        options["isolation_level"] = "READ COMMITTED"
+    return sa.create_engine(parsed, **options)
 
 
 def _sqlite_engine(url: sa.URL) -> sa.Engine:

@@ -32,6 +32,7 @@ LOG = logging.getLogger(__name__)
 
 # PostgreSQL SQLSTATEs of transactions the server may simply run again.
 _RETRIABLE_PGCODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+_RETRIABLE_MYSQL_ERRNOS = {1213, 1205}  # deadlock found, lock wait timeout
 
 
 @dataclasses.dataclass
@@ -197,9 +198,9 @@ def run_retrying(
         except (_Retry, sa.exc.IntegrityError):
             LOG.debug("allocation write raced another writer; retrying")
         except sa.exc.DBAPIError as exc:
-            if _pgcode(exc) not in _RETRIABLE_PGCODES:
+            if not _retriable(exc):
                 raise
-            LOG.debug("allocation write hit %s; retrying", _pgcode(exc))
+            LOG.debug("allocation write hit %s; retrying", exc.orig)
     LOG.warning("allocation write gave up after %d attempts", max(1, retries))
     raise ConcurrentUpdate(
         "Inventory and/or allocations changed while attempting to allocate: "
@@ -207,9 +208,12 @@ def run_retrying(
     )
 
 
-def _pgcode(exc: sa.exc.DBAPIError) -> str | None:
+def _retriable(exc: sa.exc.DBAPIError) -> bool:
+    """A deadlock or serialization failure the database resolved by aborting us."""
     orig = exc.orig
-    return getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    pgcode = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    mysql_errno = orig.args[0] if orig is not None and orig.args else None
+    return pgcode in _RETRIABLE_PGCODES or mysql_errno in _RETRIABLE_MYSQL_ERRNOS
 
 
 def replace_in(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
