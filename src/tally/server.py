@@ -131,12 +131,10 @@ def _catalog(settings: Settings) -> list[tuple[str, str, str]]:
 
 def _keystone(settings: Settings, server: Server) -> Server:
     """With `auth_strategy = keystone`, keystonemiddleware's auth_token in front of
-    everything (its options from `placement_conf`), as Placement's own create_wsgi."""
+    everything (its options from the `[keystone_authtoken]` of `placement_conf`)."""
     if settings.auth_strategy != "keystone":
         return server
     from keystonemiddleware import auth_token  # the [keystone] extra
-
-    from tally.placement.app import _oslo_config
 
     conf: dict[str, Any] = {"delay_auth_decision": True}
     if settings.placement_conf:
@@ -144,6 +142,14 @@ def _keystone(settings: Settings, server: Server) -> Server:
     wrapped = Server(auth_token.AuthProtocol(server, conf), {})
     wrapped.lab, wrapped.placement_client = server.lab, server.placement_client
     return wrapped
+
+
+def _oslo_config(path: str) -> Any:
+    from oslo_config import cfg
+
+    conf = cfg.ConfigOpts()
+    conf(args=[], default_config_files=[path], project="placement")
+    return conf
 
 
 def describe(settings: Settings, url: str) -> list[str]:

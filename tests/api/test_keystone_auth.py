@@ -26,7 +26,7 @@ import falcon.testing
 import pytest
 
 from tally.config import load_settings
-from tally.placement.app import create_wsgi
+from tally.server import create_server
 
 pytest.importorskip("keystonemiddleware")
 
@@ -144,7 +144,7 @@ def keystone() -> Iterator[str]:
 
 @pytest.fixture
 def placement(keystone, sqlite_engine, tmp_path) -> falcon.testing.TestClient:
-    """Tally as served (create_wsgi) with an operator's placement.conf."""
+    """Tally as served (create_server) with an operator's placement.conf."""
     conf = tmp_path / "placement.conf"
     conf.write_text(
         "[api]\nauth_strategy = keystone\n"
@@ -161,7 +161,7 @@ def placement(keystone, sqlite_engine, tmp_path) -> falcon.testing.TestClient:
     )
     settings = load_settings(placement_conf=str(conf), environ={})
     assert settings.auth_strategy == "keystone"
-    served = create_wsgi(settings, sqlite_engine)
+    served = create_server(settings, sqlite_engine)
 
     def wsgi(environ, start_response):  # noqa: ANN001, ANN202 - a plain function for falcon
         return served(environ, start_response)

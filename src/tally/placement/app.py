@@ -84,25 +84,3 @@ def _identity_middleware(settings: Settings) -> object:
         # auth_token is for keystone); it sets the same confirmed-identity headers.
         return middleware.KeystoneIdentity()
     raise ValueError(f"unknown auth_strategy {settings.auth_strategy!r}")
-
-
-def create_wsgi(settings: Settings, engine: sa.Engine | None = None):  # noqa: ANN201
-    """The app as served: with `auth_strategy = keystone`, wrapped in keystonemiddleware's
-    auth_token (options from the `[keystone_authtoken]` section of `placement_conf`)."""
-    app = create_app(settings, engine)
-    if settings.auth_strategy != "keystone":
-        return app
-    from keystonemiddleware import auth_token  # the [keystone] extra
-
-    conf = {"delay_auth_decision": True}
-    if settings.placement_conf:
-        conf["oslo_config_config"] = _oslo_config(settings.placement_conf)
-    return auth_token.AuthProtocol(app, conf)
-
-
-def _oslo_config(path: str):  # noqa: ANN202
-    from oslo_config import cfg
-
-    conf = cfg.ConfigOpts()
-    conf(args=[], default_config_files=[path], project="placement")
-    return conf
