@@ -1,10 +1,8 @@
-"""The lab's layering and its schema: compute speaks to Placement only over its API
-(never its tables or its code), handlers hold no SQL, and migration 0002 creates
-exactly the tables of db/compute_schema.py."""
+"""The lab's module sizes and its schema: migration 0002 creates exactly the tables of
+db/compute_schema.py. (Its import rules are in tests/unit/test_architecture.py.)"""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -15,35 +13,6 @@ from tally.db import compute_schema, migrate
 from tally.db.schema import metadata
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "tally"
-FORBIDDEN = {
-    "compute": ("tally.placement", "tally.db.schema"),
-    "compute/handlers": ("sqlalchemy", "tally.db"),
-    "compute/ops": ("sqlalchemy", "tally.db", "falcon"),
-    "compute/store": ("falcon", "httpx"),
-    "identity": ("tally.placement", "tally.compute"),
-}
-
-
-def imports_of(path: Path) -> set[str]:
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found.add(node.module)
-    return found
-
-
-def test_the_lab_keeps_its_layers():
-    offences = []
-    for package, banned in FORBIDDEN.items():
-        for path in sorted((SRC / package).rglob("*.py")):
-            offences += [
-                f"{path.relative_to(SRC)} imports {name}"
-                for name in imports_of(path)
-                if name.startswith(banned)
-            ]
-    assert offences == []
 
 
 def test_modules_stay_small():

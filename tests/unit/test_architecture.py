@@ -20,6 +20,12 @@ FORBIDDEN = {
     "placement/ledger": ("falcon",),
     "doctor": ("tally.placement", "tally.db", "sqlalchemy"),
     "clients": ("tally.placement", "tally.db", "sqlalchemy"),
+    # the lab compute speaks to Placement only over its API (never its tables or code)
+    "compute": ("tally.placement", "tally.db.schema"),
+    "compute/handlers": ("sqlalchemy", "tally.db"),
+    "compute/ops": ("sqlalchemy", "tally.db", "falcon"),
+    "compute/store": ("falcon", "httpx"),
+    "identity": ("tally.placement", "tally.compute"),
 }
 
 
