@@ -13,14 +13,11 @@ host; Tally's server refuses them too, and the CLI explains its 409.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
 import re
 import shlex
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +27,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from tests.live import free_port, throwaway_venv
 
 RP = "6f0c3b4e-8d3a-4a55-9c2e-0e1f5a7a4d10"
 SERVER = "2d9d4c1e-5a6b-4c7d-8e9f-0a1b2c3d4e5f"
@@ -48,12 +47,6 @@ sync_on_startup = True
 [oslo_policy]
 enforce_new_defaults = False
 """
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def wait_for(url: str, proc: subprocess.Popen, log: Path) -> None:
@@ -92,30 +85,8 @@ def serving(command: list[str], env: dict[str, str], log: Path, url: str) -> Ite
 
 
 def install_upstream() -> Path:
-    """The cached venv with upstream Placement and gunicorn; skip when pip cannot make it."""
-    ready = UPSTREAM_VENV / ".ready"
-    if ready.exists():
-        return UPSTREAM_VENV
-    UPSTREAM_VENV.parent.mkdir(parents=True, exist_ok=True)
-    with open(f"{UPSTREAM_VENV}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one installer at a time
-        if ready.exists():
-            return UPSTREAM_VENV
-        shutil.rmtree(UPSTREAM_VENV, ignore_errors=True)
-        python = shutil.which("python3") or sys.executable
-        steps = [
-            [python, "-m", "venv", str(UPSTREAM_VENV)],
-            [str(UPSTREAM_VENV / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
-             UPSTREAM, "gunicorn"],
-        ]  # fmt: skip
-        for step in steps:
-            done = subprocess.run(step, capture_output=True, text=True, timeout=900)
-            if done.returncode != 0:
-                shutil.rmtree(UPSTREAM_VENV, ignore_errors=True)
-                why = (done.stderr or done.stdout).strip().splitlines()[-3:]
-                pytest.skip(f"cannot install upstream {UPSTREAM}: {' / '.join(why)}")
-        ready.touch()
-    return UPSTREAM_VENV
+    """The cached venv with upstream Placement and gunicorn."""
+    return throwaway_venv(UPSTREAM_VENV, [UPSTREAM, "gunicorn"], f"upstream {UPSTREAM}")
 
 
 @pytest.fixture

@@ -8,12 +8,9 @@ pip's reason."""
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import json
 import os
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,38 +21,14 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.live import free_port, throwaway_venv
+
 OSC = ["python-openstackclient", "osc-placement"]
 OSC_VENV = Path(os.environ.get("TALLY_OSC_VENV", Path(tempfile.gettempdir()) / "tally-osc-venv"))
 
 
 def install_osc() -> Path:
-    ready = OSC_VENV / ".ready"
-    if ready.exists():
-        return OSC_VENV
-    with open(f"{OSC_VENV}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # one installer at a time
-        if ready.exists():
-            return OSC_VENV
-        shutil.rmtree(OSC_VENV, ignore_errors=True)
-        python = shutil.which("python3") or sys.executable
-        steps = [
-            [python, "-m", "venv", str(OSC_VENV)],
-            [str(OSC_VENV / "bin" / "pip"), "install", "-q", "--disable-pip-version-check", *OSC],
-        ]
-        for step in steps:
-            done = subprocess.run(step, capture_output=True, text=True, timeout=900)
-            if done.returncode != 0:
-                shutil.rmtree(OSC_VENV, ignore_errors=True)
-                why = (done.stderr or done.stdout).strip().splitlines()[-3:]
-                pytest.skip(f"cannot install {' '.join(OSC)}: {' / '.join(why)}")
-        ready.touch()
-    return OSC_VENV
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    return throwaway_venv(OSC_VENV, OSC, " ".join(OSC))
 
 
 @contextlib.contextmanager
