@@ -1,13 +1,16 @@
-"""Helpers of the tests that run real processes: a free port, and throw-away venvs
-of other projects' packages (cached under /tmp between runs)."""
+"""Helpers of the tests that run real processes: a free port, a quiet JSON request
+handler for fake services, and throw-away venvs of other projects' packages (cached
+under /tmp between runs)."""
 
 from __future__ import annotations
 
 import fcntl
+import json
 import shutil
 import socket
 import subprocess
 import sys
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -41,3 +44,20 @@ def throwaway_venv(venv: Path, packages: list[str], what: str) -> Path:
                 pytest.skip(f"cannot install {what}: {' / '.join(why)}")
         ready.touch()
     return venv
+
+
+class JsonRequestHandler(BaseHTTPRequestHandler):
+    """Base of the fake services tests run in a thread: quiet, answers JSON."""
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+    def reply(self, status: int, body: dict, headers: dict | None = None) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(data)

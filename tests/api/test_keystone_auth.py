@@ -20,13 +20,14 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 
 import falcon.testing
 import pytest
 
 from tally.config import load_settings
 from tally.server import create_server
+from tests.live import JsonRequestHandler
 
 pytest.importorskip("keystonemiddleware")
 
@@ -45,26 +46,13 @@ def stamp(when: dt.datetime) -> str:
     return when.strftime("%Y-%m-%dT%H:%M:%S.000000Z")
 
 
-class FakeKeystone(BaseHTTPRequestHandler):
+class FakeKeystone(JsonRequestHandler):
     validated: list[str] = []
     logins: list[dict] = []
-
-    def log_message(self, *args: object) -> None:
-        pass
 
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.server.server_port}"
-
-    def reply(self, status: int, body: dict, headers: dict | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
 
     def token_body(self, roles: list[str], expires: dt.datetime, project: str) -> dict:
         domain = {"id": "default", "name": "Default"}

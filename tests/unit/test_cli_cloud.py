@@ -15,7 +15,7 @@ import json
 import threading
 import wsgiref.simple_server
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import NamedTuple
 
@@ -25,26 +25,14 @@ from click.testing import CliRunner
 from tally.cli.main import cli
 from tally.config import Settings
 from tally.placement.app import create_app
+from tests.live import JsonRequestHandler
 
 pytest.importorskip("openstack")
 
 
-class FakeKeystone(BaseHTTPRequestHandler):
+class FakeKeystone(JsonRequestHandler):
     catalog: list = []
     logins: list = []
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def reply(self, status: int, body: dict, headers: dict | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(data)))
-        for name, value in (headers or {}).items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(data)
 
     def do_GET(self) -> None:  # version discovery of the auth_url
         base = f"http://127.0.0.1:{self.server.server_port}/v3/"
