@@ -2,30 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
-import sys
-from collections.abc import Iterator
 from typing import Any
 
 import click
-from rich.progress import Progress
 
-from tally.cli.context import Context, Output, cell, console, output_options, pass_context
+from tally.cli.context import Context, Output, cell, output_options, pass_context, progress_bar
 from tally.cli.lab import compute
 from tally.doctor import audit as doctor
 
 COLUMNS = ("consumer", "class", "server", "host", "allocations", "reason")
-
-
-@contextlib.contextmanager
-def progress_bar(what: str) -> Iterator[doctor.Progress | None]:
-    """A rich progress bar on stderr when it is a terminal; nothing otherwise."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    with Progress(console=console(err=True), transient=True) as bar:
-        task = bar.add_task(what, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def finding_row(report: doctor.Audit, finding: doctor.Finding) -> dict[str, Any]:

@@ -7,9 +7,15 @@ import dataclasses
 import click
 from rich.text import Text
 
-from tally.cli.audit import progress_bar
-from tally.cli.context import Context, Output, console, output_options, pass_context
-from tally.cli.inventory import ResourceType, asked_inventories
+from tally.cli.context import (
+    Context,
+    Output,
+    console,
+    output_options,
+    pass_context,
+    progress_bar,
+)
+from tally.cli.inventory import asked_inventories, resource_option
 from tally.cli.inventory_report import render_check
 from tally.cli.lab import compute
 from tally.doctor.candidates import explain_candidates, parse_resources
@@ -55,15 +61,7 @@ def render(out: Output, found: Explanation) -> None:
 
 @explain.command("provider")
 @click.argument("uuid")
-@click.option(
-    "--resource",
-    "resources",
-    multiple=True,
-    required=True,
-    type=ResourceType(),
-    metavar="CLASS=TOTAL[:RESERVED] | CLASS:FIELD=VALUE",
-    help="The change, as for `tally provider inventory set --amend` (repeatable).",
-)
+@resource_option("The change, as for `tally provider inventory set --amend` (repeatable).")
 @output_options
 @pass_context
 def provider(ctx: Context, out: Output, uuid: str, resources: tuple) -> None:

@@ -6,8 +6,7 @@ import dataclasses
 
 import click
 
-from tally.cli.audit import progress_bar
-from tally.cli.context import Context, Output, output_options, pass_context
+from tally.cli.context import Context, Output, output_options, pass_context, progress_bar
 from tally.cli.lab import compute
 from tally.doctor.heal import heal as heal_allocations
 

@@ -59,6 +59,19 @@ class ResourceType(click.ParamType):
             self.fail(f"{value!r}: amounts must be numbers", param, ctx)
 
 
+def resource_option(help: str) -> Callable:
+    """The repeatable, required `--resource CLASS=TOTAL[:RESERVED] | CLASS:FIELD=VALUE`."""
+    return click.option(
+        "--resource",
+        "resources",
+        multiple=True,
+        required=True,
+        type=ResourceType(),
+        metavar="CLASS=TOTAL[:RESERVED] | CLASS:FIELD=VALUE",
+        help=help,
+    )
+
+
 def asked_inventories(
     base: Mapping[str, Mapping[str, Any]], resources: tuple[tuple[str, dict], ...], amend: bool
 ) -> dict[str, dict[str, Any]]:
@@ -139,16 +152,10 @@ def show(ctx: Context, out: Output, uuid: str, resource_class: str) -> None:
 
 @inventory.command("set", epilog=PRECHECK_HELP)
 @click.argument("uuid")
-@click.option(
-    "--resource",
-    "resources",
-    multiple=True,
-    required=True,
-    type=ResourceType(),
-    metavar="CLASS=TOTAL[:RESERVED] | CLASS:FIELD=VALUE",
-    help="An inventory: `VCPU=32` (total), `VCPU=32:8` (total 32, reserved 8), or one "
+@resource_option(
+    "An inventory: `VCPU=32` (total), `VCPU=32:8` (total 32, reserved 8), or one "
     "field: `VCPU:reserved=8`, `VCPU:allocation_ratio=16` (fields: " + ", ".join(FIELDS) + "). "
-    "Repeat for several classes and fields.",
+    "Repeat for several classes and fields."
 )
 @click.option(
     "--amend", is_flag=True, help="Change only the classes and fields given; keep the rest."

@@ -27,7 +27,7 @@ with its consumer generation.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tally.clients.compute import ComputeClient
@@ -58,6 +58,23 @@ PAGE = 1000
 
 Progress = Callable[[int, int], None]
 Allocations = dict[str, dict[str, int]]  # provider -> {class: amount}
+
+
+def held_by(allocations: Mapping[str, Mapping[str, Any]]) -> Allocations:
+    """A consumer's allocations as Placement returns them, as provider -> resources."""
+    return {rp: dict(a["resources"]) for rp, a in allocations.items()}
+
+
+def allocations_body(
+    held: Allocations, generation: int | None, project_id: str | None, user_id: str | None
+) -> dict[str, Any]:
+    """The PUT /allocations/{consumer} body (1.28+) writing `held`."""
+    return {
+        "allocations": {rp: {"resources": r} for rp, r in held.items()},
+        "consumer_generation": generation,
+        "project_id": project_id,
+        "user_id": user_id,
+    }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -210,8 +227,7 @@ def read_holdings(
         return held, providers, sharing
     consumers = list(placement.provider_allocations(provider))
     for n, consumer in enumerate(consumers, 1):
-        body = placement.consumer_allocations(consumer)["allocations"]
-        held[consumer] = {rp: dict(a["resources"]) for rp, a in body.items()}
+        held[consumer] = held_by(placement.consumer_allocations(consumer)["allocations"])
         if progress:
             progress(n, len(consumers))
     return held, providers, sharing
@@ -316,11 +332,9 @@ def audit(
     held, providers, sharing = read_holdings(placement, provider, progress)
     related = {}
     if provider is not None:  # a server's finished migrations may hold elsewhere
-        for consumer in held:
-            for stale in cloud.stale_moves(consumer) if consumer in cloud.servers else ():
-                if stale not in held:
-                    body = placement.consumer_allocations(stale)["allocations"]
-                    related[stale] = {rp: dict(a["resources"]) for rp, a in body.items()}
+        stales = [s for c in held if c in cloud.servers for s in cloud.stale_moves(c)]
+        for stale in dict.fromkeys(s for s in stales if s not in held):
+            related[stale] = held_by(placement.consumer_allocations(stale)["allocations"])
     found = classify(held, cloud, providers, sharing, related)
     in_use = {_root(providers, rp) for allocations in held.values() for rp in allocations}
     leaked = sorted(
@@ -390,14 +404,13 @@ def _remove_one(
     try:
         placement.require("1.28", "removing allocations with the consumer generation")
         current = placement.consumer_allocations(finding.consumer_uuid)
-        now = {rp: dict(a["resources"]) for rp, a in current["allocations"].items()}
-        freed, kept = split(now)
-        body: dict[str, Any] = {
-            "allocations": {rp: {"resources": r} for rp, r in kept.items()},
-            "consumer_generation": current.get("consumer_generation"),
-            "project_id": current.get("project_id"),
-            "user_id": current.get("user_id"),
-        }
+        freed, kept = split(held_by(current["allocations"]))
+        body = allocations_body(
+            kept,
+            current.get("consumer_generation"),
+            current.get("project_id"),
+            current.get("user_id"),
+        )
         if placement.at_least("1.38"):
             body["consumer_type"] = current.get("consumer_type") or (
                 "MIGRATION" if finding.kind == STALE_MIGRATION else "INSTANCE"

@@ -18,7 +18,7 @@ from typing import Any
 from tally.clients.compute import ComputeClient
 from tally.clients.errors import PlacementError
 from tally.clients.placement import PlacementClient
-from tally.doctor.audit import Progress, paged
+from tally.doctor.audit import Progress, allocations_body, held_by, paged
 
 INCOMPLETE = "00000000-0000-0000-0000-000000000000"  # Placement's default for a missing id
 CREATE, COMPLETE, REPLACE = "create", "complete", "replace"
@@ -99,7 +99,7 @@ def _heal_one(
     placement: PlacementClient, server: dict[str, Any], rp: str, apply: bool, force: bool
 ) -> Healing | None:
     current = placement.consumer_allocations(server["id"])
-    held = {p: dict(a["resources"]) for p, a in current["allocations"].items()}
+    held = held_by(current["allocations"])
     incomplete = INCOMPLETE in (current.get("project_id"), current.get("user_id")) or (
         placement.at_least("1.38") and current.get("consumer_type") in (None, "unknown")
     )
@@ -110,12 +110,9 @@ def _heal_one(
         action = COMPLETE
     else:
         return None
-    body: dict[str, Any] = {
-        "allocations": {p: {"resources": r} for p, r in held.items()},
-        "consumer_generation": current.get("consumer_generation"),
-        "project_id": server.get("tenant_id"),
-        "user_id": server.get("user_id"),
-    }
+    body = allocations_body(
+        held, current.get("consumer_generation"), server.get("tenant_id"), server.get("user_id")
+    )
     if placement.at_least("1.38"):
         body["consumer_type"] = "INSTANCE"
     if not apply:
