@@ -14,8 +14,7 @@ from __future__ import annotations
 
 
 class ComputeError(Exception):
-    status = 500
-    key = "computeFault"
+    status, key = 500, "computeFault"
 
     def __init__(self, message: str = "Unexpected API Error.") -> None:
         super().__init__(message)
@@ -23,33 +22,27 @@ class ComputeError(Exception):
 
 
 class BadRequest(ComputeError):
-    status = 400
-    key = "badRequest"
+    status, key = 400, "badRequest"
 
 
 class Unauthorized(ComputeError):
-    status = 401
-    key = "unauthorized"
+    status, key = 401, "unauthorized"
 
 
 class Forbidden(ComputeError):
-    status = 403
-    key = "forbidden"
+    status, key = 403, "forbidden"
 
 
 class NotFound(ComputeError):
-    status = 404
-    key = "itemNotFound"
+    status, key = 404, "itemNotFound"
 
 
 class NotAcceptable(ComputeError):
-    status = 406
-    key = "notAcceptable"
+    status, key = 406, "notAcceptable"
 
 
 class Conflict(ComputeError):
-    status = 409
-    key = "conflictingRequest"
+    status, key = 409, "conflictingRequest"
 
 
 class NoValidHost(ComputeError):

@@ -86,14 +86,7 @@ def _live(lab: Lab, server: str | None, host: str | None, target: str | None) ->
 
 def migration_error(lab: Lab, server: str | None, host: str | None, target: str | None):
     victim, migration = _live(lab, server, host, target)
-    migration = migration_store.advance(
-        lab.engine,
-        migration["uuid"],
-        migration["status"],
-        lab.now(),
-        status="error",
-        next_step_at=None,
-    )
+    migration = migration_store.settle(lab.engine, migration, lab.now(), "error")
     server_store.update(lab.engine, victim["uuid"], lab.now(), task_state=None)
     log.error(
         "Live migration %s of %s failed after the destination claim; allocations "
@@ -114,15 +107,7 @@ def migration_error(lab: Lab, server: str | None, host: str | None, target: str 
 
 def migration_hang(lab: Lab, server: str | None, host: str | None, target: str | None):
     victim, migration = _live(lab, server, host, target)
-    migration = migration_store.advance(
-        lab.engine,
-        migration["uuid"],
-        migration["status"],
-        lab.now(),
-        status="running",
-        stuck=True,
-        next_step_at=None,
-    )
+    migration = migration_store.settle(lab.engine, migration, lab.now(), "running", stuck=True)
     return _report(
         lab,
         "migration-hang",

@@ -100,8 +100,10 @@ def add_hosts(lab: Lab, specs: Iterable[Mapping[str, Any]]) -> list[dict[str, An
     store.create(lab.engine, rows)
     for row in rows:
         _report_new(lab, row)
-    store.mark_reported(lab.engine, [r["uuid"] for r in rows], lab.now())
-    return [store.get(lab.engine, uuid=r["uuid"]) for r in rows]
+    uuids = [r["uuid"] for r in rows]
+    store.mark_reported(lab.engine, uuids, lab.now())
+    found = {h["uuid"]: h for h in store.listing(lab.engine, uuids=uuids)}
+    return [found.get(u) for u in uuids]
 
 
 def _report_new(lab: Lab, host: dict[str, Any]) -> None:

@@ -261,15 +261,7 @@ def abort(lab: Lab, who: Identity, server_uuid: str, ref: str) -> None:
             f"{migration['status']}. Cannot abort while the migration is in this state."
         )
     lab.placement.move(migration["uuid"], server_uuid, "INSTANCE")
-    store.advance(
-        lab.engine,
-        migration["uuid"],
-        migration["status"],
-        lab.now(),
-        status="cancelled",
-        stuck=False,
-        next_step_at=None,
-    )
+    store.settle(lab.engine, migration, lab.now(), "cancelled", stuck=False)
     server_store.update(lab.engine, server_uuid, lab.now(), task_state=None)
 
 
@@ -297,13 +289,6 @@ def clean_evacuated(lab: Lab, host: Mapping[str, Any]) -> list[str]:
         held = lab.placement.held(migration["server_uuid"])
         held.pop(migration["source_provider"], None)
         lab.placement.replace(migration["server_uuid"], held, "INSTANCE")
-        store.advance(
-            lab.engine,
-            migration["uuid"],
-            migration["status"],
-            lab.now(),
-            status="completed",
-            next_step_at=None,
-        )
+        store.settle(lab.engine, migration, lab.now(), "completed")
         cleaned.append(migration["server_uuid"])
     return cleaned

@@ -182,14 +182,7 @@ def delete(lab: Lab, who: Identity, uuid: str) -> None:
     for migration in migration_store.in_progress(lab.engine, server=uuid):
         lab.placement.release(migration["uuid"])
         ended = "confirmed" if migration["status"] == "finished" else "error"
-        migration_store.advance(
-            lab.engine,
-            migration["uuid"],
-            migration["status"],
-            lab.now(),
-            status=ended,
-            next_step_at=None,
-        )
+        migration_store.settle(lab.engine, migration, lab.now(), ended)
     lab.placement.release(uuid)
     store.soft_delete(lab.engine, uuid, lab.now())
     log.info("Deleted server %s (%s) from host %s", server["name"], uuid, server["host"])

@@ -45,12 +45,6 @@ def get(engine: sa.Engine, ref: str) -> dict[str, Any] | None:
     return _row(row) if row else None
 
 
-def by_ids(engine: sa.Engine) -> dict[int, str]:
-    """Internal id -> flavor id (migrations name flavors by the internal id)."""
-    with transaction(engine) as conn:
-        return dict(conn.execute(sa.select(t.c.id, t.c.flavorid)).tuples())
-
-
 def delete(engine: sa.Engine, ref: str) -> bool:
     with transaction(engine, write=True) as conn:
         return conn.execute(t.delete().where(t.c.flavorid == ref)).rowcount > 0

@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tally.compute.store import matching
 from tally.db.compute_schema import compute_hosts as t
 from tally.db.engine import transaction
 
@@ -23,10 +24,12 @@ def create(engine: sa.Engine, hosts: Iterable[Mapping[str, Any]]) -> None:
             conn.execute(t.insert(), rows)
 
 
-def listing(engine: sa.Engine, *, name: str | None = None) -> list[dict[str, Any]]:
-    query = sa.select(t).order_by(t.c.id)
-    if name is not None:
-        query = query.where(t.c.name == name)
+def listing(
+    engine: sa.Engine, *, name: str | None = None, uuids: Iterable[str] | None = None
+) -> list[dict[str, Any]]:
+    query = matching(sa.select(t).order_by(t.c.id), t, name=name)
+    if uuids is not None:
+        query = query.where(t.c.uuid.in_(list(uuids)))
     with transaction(engine) as conn:
         return [_row(r) for r in conn.execute(query)]
 
@@ -38,13 +41,7 @@ def get(
     name: str | None = None,
     provider: str | None = None,
 ) -> dict[str, Any] | None:
-    query = sa.select(t)
-    if uuid is not None:
-        query = query.where(t.c.uuid == uuid)
-    if name is not None:
-        query = query.where(t.c.name == name)
-    if provider is not None:
-        query = query.where(t.c.provider_uuid == provider)
+    query = matching(sa.select(t), t, uuid=uuid, name=name, provider_uuid=provider)
     with transaction(engine) as conn:
         row = conn.execute(query).first()
     return _row(row) if row else None

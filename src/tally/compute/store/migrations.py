@@ -8,6 +8,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tally.compute.store import matching
 from tally.db.compute_schema import compute_migrations as t
 from tally.db.engine import transaction
 
@@ -44,19 +45,18 @@ def listing(
     user_id: str | None = None,
 ) -> list[dict[str, Any]]:
     """Newest first."""
-    query = sa.select(t).order_by(t.c.id.desc())
-    if server is not None:
-        query = query.where(t.c.server_uuid == server)
+    query = matching(
+        sa.select(t).order_by(t.c.id.desc()),
+        t,
+        server_uuid=server,
+        migration_type=migration_type,
+        project_id=project_id,
+        user_id=user_id,
+    )
     if status is not None:
         query = query.where(t.c.status.in_(list(status)))
     if host is not None:
         query = query.where(sa.or_(t.c.source_compute == host, t.c.dest_compute == host))
-    if migration_type is not None:
-        query = query.where(t.c.migration_type == migration_type)
-    if project_id is not None:
-        query = query.where(t.c.project_id == project_id)
-    if user_id is not None:
-        query = query.where(t.c.user_id == user_id)
     with transaction(engine) as conn:
         return [_row(r) for r in conn.execute(query)]
 
@@ -93,3 +93,19 @@ def advance(
         if done.rowcount != 1:
             return None
         return _row(conn.execute(sa.select(t).where(t.c.uuid == uuid)).one())
+
+
+def settle(
+    engine: sa.Engine, migration: Mapping[str, Any], now: dt.datetime, status: str, **values: Any
+) -> dict[str, Any] | None:
+    """`advance` a migration from the status it was seen in to `status`, with no
+    further step due; None if it had moved on."""
+    return advance(
+        engine,
+        migration["uuid"],
+        migration["status"],
+        now,
+        status=status,
+        next_step_at=None,
+        **values,
+    )

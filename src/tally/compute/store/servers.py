@@ -10,6 +10,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tally.compute.store import matching
 from tally.db.compute_schema import compute_servers as t
 from tally.db.engine import transaction
 
@@ -55,11 +56,7 @@ def listing(
     uuids: Iterable[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Newest first. `project_id`/`host` None: any; `deleted` None: both."""
-    query = sa.select(t).order_by(t.c.id.desc())
-    if project_id is not None:
-        query = query.where(t.c.project_id == project_id)
-    if host is not None:
-        query = query.where(t.c.host == host)
+    query = matching(sa.select(t).order_by(t.c.id.desc()), t, project_id=project_id, host=host)
     if deleted is not None:
         query = query.where(t.c.deleted.is_(deleted))
     if uuids is not None:
