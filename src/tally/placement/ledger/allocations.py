@@ -24,7 +24,13 @@ import sqlalchemy as sa
 from tally.db import schema as t
 from tally.db.engine import transaction
 from tally.placement.ledger import consumers as cons
-from tally.placement.ledger.common import bump_generation, lock_providers, utcnow
+from tally.placement.ledger.common import (
+    bump_generation,
+    ids_by_name,
+    lock_providers,
+    provider_row,
+    utcnow,
+)
 from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict, NotFound
 from tally.placement.ledger.usage_queries import capacity, used_by_provider
 
@@ -116,13 +122,11 @@ def for_consumer(engine: sa.Engine, consumer_uuid: str) -> ConsumerAllocations:
 
 
 def for_provider(engine: sa.Engine, provider_uuid: str) -> ProviderAllocations:
-    a, rp, rc, c = t.allocations, t.resource_providers, t.resource_classes, t.consumers
+    a, rc, c = t.allocations, t.resource_classes, t.consumers
     with transaction(engine) as conn:
-        provider = conn.execute(
-            sa.select(rp.c.id, rp.c.generation).where(rp.c.uuid == provider_uuid)
-        ).first()
-        if provider is None:
-            raise NotFound(f"Resource provider '{provider_uuid}' not found.")
+        provider = provider_row(
+            conn, provider_uuid, missing=f"Resource provider '{provider_uuid}' not found."
+        )
         rows = conn.execute(
             sa.select(
                 a.c.consumer_id,
@@ -312,40 +316,24 @@ def _check_generation(w: ConsumerWrite, consumer: cons.Consumer | None) -> None:
 
 def _provider_ids(conn: sa.Connection, writes: list[ConsumerWrite]) -> dict[str, int]:
     """Ids of the providers the request names; 400 for one that does not exist."""
-    wanted = {u for w in writes for u in w.allocations}
-    if not wanted:
-        return {}
-    rp = t.resource_providers
-    found = {
-        row.uuid: row.id
-        for row in conn.execute(sa.select(rp.c.uuid, rp.c.id).where(rp.c.uuid.in_(wanted)))
-    }
-    for w in writes:
-        for rp_uuid in w.allocations:
-            if rp_uuid not in found:
-                raise BadRequest(
-                    f"Allocation for resource provider '{rp_uuid}' that does not exist."
-                )
+    found = ids_by_name(
+        conn, t.resource_providers, (u for w in writes for u in w.allocations), column="uuid"
+    )
+    for rp_uuid in (u for w in writes for u in w.allocations):
+        if rp_uuid not in found:
+            raise BadRequest(f"Allocation for resource provider '{rp_uuid}' that does not exist.")
     return found
 
 
 def _class_ids(conn: sa.Connection, writes: list[ConsumerWrite]) -> dict[str, int]:
-    wanted = {rc for w in writes for res in w.allocations.values() for rc in res}
-    if not wanted:
-        return {}
-    rc = t.resource_classes
-    found = {
-        row.name: row.id
-        for row in conn.execute(sa.select(rc.c.name, rc.c.id).where(rc.c.name.in_(wanted)))
-    }
-    for w in writes:
-        for res in w.allocations.values():
-            for name in res:
-                if name not in found:
-                    raise BadRequest(
-                        f"Unable to allocate inventory for consumer {w.uuid}: "
-                        f"No such resource class {name}."
-                    )
+    named = [(w.uuid, rc) for w in writes for res in w.allocations.values() for rc in res]
+    found = ids_by_name(conn, t.resource_classes, (rc for _, rc in named))
+    for consumer, name in named:
+        if name not in found:
+            raise BadRequest(
+                f"Unable to allocate inventory for consumer {consumer}: "
+                f"No such resource class {name}."
+            )
     return found
 
 

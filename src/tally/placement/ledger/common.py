@@ -4,6 +4,7 @@ and the generation compare-and-swap that guards every provider write."""
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 
 import sqlalchemy as sa
 
@@ -16,14 +17,46 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None, microsecond=0)
 
 
-def provider_row(conn: sa.Connection, uuid: str, *, for_update: bool = False) -> sa.Row:
-    """The provider row of `uuid`, or 404 naming it."""
+def locking(conn: sa.Connection, query: sa.Select) -> sa.Select:
+    """`query ... FOR UPDATE`, except on SQLite, where `BEGIN IMMEDIATE` already
+    made this transaction the only writer."""
+    return query if is_sqlite(conn) else query.with_for_update()
+
+
+def row_by_name(
+    conn: sa.Connection, table: sa.Table, name: str, *, for_update: bool = False
+) -> sa.Row | None:
+    """The row of `table` whose `name` column is `name` (locked if asked), or None."""
+    query = sa.select(table).where(table.c.name == name)
+    return conn.execute(locking(conn, query) if for_update else query).first()
+
+
+def ids_by_name(
+    conn: sa.Connection, table: sa.Table, names: Iterable[str], *, column: str = "name"
+) -> dict[str, int]:
+    """`{name: id}` for the rows of `table` whose `column` is one of `names`
+    (absent names are simply missing from the result)."""
+    names = set(names)
+    if not names:
+        return {}
+    key = table.c[column]
+    rows = conn.execute(sa.select(key.label("key"), table.c.id).where(key.in_(names)))
+    return {row.key: row.id for row in rows}
+
+
+def has_rows(conn: sa.Connection, table: sa.Table, where: sa.ColumnElement[bool]) -> bool:
+    """Whether any row of `table` matches `where` (reads at most one)."""
+    return conn.execute(sa.select(table.c.id).where(where).limit(1)).first() is not None
+
+
+def provider_row(
+    conn: sa.Connection, uuid: str, *, for_update: bool = False, missing: str | None = None
+) -> sa.Row:
+    """The provider row of `uuid`, or 404 with `missing` (default: naming the uuid)."""
     query = sa.select(t.resource_providers).where(t.resource_providers.c.uuid == uuid)
-    if for_update and not is_sqlite(conn):
-        query = query.with_for_update()
-    row = conn.execute(query).first()
+    row = conn.execute(locking(conn, query) if for_update else query).first()
     if row is None:
-        raise NotFound(f"No resource provider with uuid {uuid} found")
+        raise NotFound(missing or f"No resource provider with uuid {uuid} found")
     return row
 
 
@@ -82,9 +115,3 @@ def resource_class_names(conn: sa.Connection) -> dict[int, str]:
         row.id: row.name
         for row in conn.execute(sa.select(t.resource_classes.c.id, t.resource_classes.c.name))
     }
-
-
-def require_found(row: sa.Row | None, what: str) -> sa.Row:
-    if row is None:
-        raise NotFound(what)
-    return row

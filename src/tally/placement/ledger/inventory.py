@@ -25,7 +25,7 @@ import sqlalchemy as sa
 
 from tally.db import schema as t
 from tally.db.engine import transaction
-from tally.placement.ledger.common import bump_generation, provider_row, utcnow
+from tally.placement.ledger.common import bump_generation, ids_by_name, provider_row, utcnow
 from tally.placement.ledger.errors import (
     BadRequest,
     ConcurrentUpdate,
@@ -272,11 +272,7 @@ def _records(conn: sa.Connection, provider_id: int) -> dict[str, Record]:
 
 
 def _class_ids(conn: sa.Connection, names: list[str]) -> dict[str, int]:
-    if not names:
-        return {}
-    rc = t.resource_classes
-    rows = conn.execute(sa.select(rc.c.name, rc.c.id).where(rc.c.name.in_(set(names)))).all()
-    return {row.name: row.id for row in rows}
+    return ids_by_name(conn, t.resource_classes, names)
 
 
 def _write(

@@ -19,7 +19,13 @@ import sqlalchemy as sa
 
 from tally.db import schema as t
 from tally.db.engine import is_sqlite, transaction
-from tally.placement.ledger.common import provider_row, utcnow
+from tally.placement.ledger.common import (
+    has_rows,
+    ids_by_name,
+    locking,
+    provider_row,
+    utcnow,
+)
 from tally.placement.ledger.errors import (
     BadRequest,
     CannotDeleteParent,
@@ -168,10 +174,7 @@ def filter_conditions(
 
 
 def _trait_ids(conn: sa.Connection, names: set[str]) -> dict[str, int]:
-    if not names:
-        return {}
-    rows = conn.execute(sa.select(t.traits.c.name, t.traits.c.id).where(t.traits.c.name.in_(names)))
-    found = {row.name: row.id for row in rows}
+    found = ids_by_name(conn, t.traits, names)
     missing = sorted(names - found.keys())
     if missing:
         raise BadRequest(
@@ -181,13 +184,7 @@ def _trait_ids(conn: sa.Connection, names: set[str]) -> dict[str, int]:
 
 
 def _class_ids(conn: sa.Connection, names: set[str]) -> dict[str, int]:
-    if not names:
-        return {}
-    rc = t.resource_classes
-    found = {
-        row.name: row.id
-        for row in conn.execute(sa.select(rc.c.name, rc.c.id).where(rc.c.name.in_(names)))
-    }
+    found = ids_by_name(conn, t.resource_classes, names)
     missing = sorted(names - found.keys())
     if missing:
         raise BadRequest(
@@ -334,22 +331,18 @@ def delete_provider(engine: sa.Engine, uuid: str) -> None:
     """Delete a provider with its inventories, traits and aggregate links;
     409 while it has children or allocations."""
     with transaction(engine, write=True) as conn:
-        row = conn.execute(_locking(conn, sa.select(_rp.c.id).where(_rp.c.uuid == uuid))).first()
-        if row is None:
-            raise NotFound(f"No resource provider with uuid {uuid} found for delete")
-        child = conn.execute(
-            sa.select(_rp.c.id).where(_rp.c.parent_provider_id == row.id).limit(1)
-        ).first()
-        if child is not None:
+        row = provider_row(
+            conn,
+            uuid,
+            for_update=True,
+            missing=f"No resource provider with uuid {uuid} found for delete",
+        )
+        if has_rows(conn, _rp, _rp.c.parent_provider_id == row.id):
             raise CannotDeleteParent(
                 f"Unable to delete parent resource provider {uuid}: "
                 "It has child resource providers."
             )
-        alloc = t.allocations
-        used = conn.execute(
-            sa.select(alloc.c.id).where(alloc.c.resource_provider_id == row.id).limit(1)
-        ).first()
-        if used is not None:
+        if has_rows(conn, t.allocations, t.allocations.c.resource_provider_id == row.id):
             raise ProviderInUse(
                 f"Unable to delete resource provider {uuid}: Resource provider has allocations."
             )
@@ -361,16 +354,10 @@ def delete_provider(engine: sa.Engine, uuid: str) -> None:
 # --- helpers of the writers --------------------------------------------------
 
 
-def _locking(conn: sa.Connection, query: sa.Select) -> sa.Select:
-    """`query ... FOR UPDATE`, except on SQLite, where `BEGIN IMMEDIATE` already
-    made this transaction the only writer."""
-    return query if is_sqlite(conn) else query.with_for_update()
-
-
 def _parent_row(conn: sa.Connection, parent_uuid: str, failed: str) -> sa.Row:
     """The would-be parent, locked (and read after the lock) so that it cannot
     vanish or change trees before we commit."""
-    row = conn.execute(_locking(conn, sa.select(_rp).where(_rp.c.uuid == parent_uuid))).first()
+    row = conn.execute(locking(conn, sa.select(_rp).where(_rp.c.uuid == parent_uuid))).first()
     if row is None:
         raise BadRequest(f"{failed}: parent provider UUID does not exist.")
     return row
@@ -383,7 +370,7 @@ def _subtree_ids(conn: sa.Connection, row: sa.Row) -> list[int]:
         _rp.c.root_provider_id == row.root_provider_id
     )
     if not is_sqlite(conn):
-        conn.execute(_locking(conn, query.order_by(_rp.c.id))).all()
+        conn.execute(locking(conn, query.order_by(_rp.c.id))).all()
     tree = conn.execute(query).all()
     children: dict[int, list[int]] = {}
     for member in tree:

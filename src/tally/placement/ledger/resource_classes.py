@@ -14,8 +14,8 @@ import datetime as dt
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import is_sqlite, transaction
-from tally.placement.ledger.common import utcnow
+from tally.db.engine import transaction
+from tally.placement.ledger.common import has_rows, row_by_name, utcnow
 from tally.placement.ledger.errors import BadRequest, Conflict, NotFound
 
 RETRIES = 10
@@ -44,10 +44,7 @@ def _from_row(row: sa.Row) -> ResourceClass:
 
 
 def _find(conn: sa.Connection, name: str, *, for_update: bool = False) -> ResourceClass | None:
-    query = sa.select(rc).where(rc.c.name == name)
-    if for_update and not is_sqlite(conn):
-        query = query.with_for_update()
-    row = conn.execute(query).first()
+    row = row_by_name(conn, rc, name, for_update=for_update)
     return _from_row(row) if row is not None else None
 
 
@@ -134,10 +131,7 @@ def delete_class(engine: sa.Engine, name: str) -> None:
                 f"Error in delete resource class: Cannot delete standard resource class {name}."
             )
         for table, where in ((t.inventories, "inventory"), (t.allocations, "allocations")):
-            used = conn.execute(
-                sa.select(table.c.id).where(table.c.resource_class_id == current.id).limit(1)
-            ).first()
-            if used is not None:
+            if has_rows(conn, table, table.c.resource_class_id == current.id):
                 raise Conflict(
                     f"Error in delete resource class: {name} cannot be deleted. "
                     f"Class is in use in {where}."

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from tally.db import schema as t
 from tally.db.engine import is_sqlite, transaction
-from tally.placement.ledger.common import bump_generation, provider_row, utcnow
+from tally.placement.ledger.common import bump_generation, provider_row, row_by_name, utcnow
 from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict, NotFound
 
 CUSTOM_PREFIX = "CUSTOM_"
@@ -47,10 +47,7 @@ def _from_row(row: sa.Row) -> Trait:
 
 
 def _find(conn: sa.Connection, name: str, *, for_update: bool = False) -> Trait | None:
-    query = sa.select(tr).where(tr.c.name == name)
-    if for_update and not is_sqlite(conn):
-        query = query.with_for_update()
-    row = conn.execute(query).first()
+    row = row_by_name(conn, tr, name, for_update=for_update)
     return _from_row(row) if row is not None else None
 
 

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from tally.db import schema as t
 from tally.db.engine import transaction
 from tally.placement.ledger import consumers as cons
-from tally.placement.ledger.errors import NotFound
+from tally.placement.ledger.common import provider_row
 
 ALL_TYPES = "all"
 
@@ -26,13 +26,9 @@ class ProviderUsage:
 
 
 def for_provider(engine: sa.Engine, provider_uuid: str) -> ProviderUsage:
-    rp, inv, a, rc = t.resource_providers, t.inventories, t.allocations, t.resource_classes
+    inv, a, rc = t.inventories, t.allocations, t.resource_classes
     with transaction(engine) as conn:
-        provider = conn.execute(
-            sa.select(rp.c.id, rp.c.generation).where(rp.c.uuid == provider_uuid)
-        ).first()
-        if provider is None:
-            raise NotFound(f"No resource provider with uuid {provider_uuid} found")
+        provider = provider_row(conn, provider_uuid)
         used = (
             sa.select(sa.func.coalesce(sa.func.sum(a.c.used), 0))
             .where(a.c.resource_provider_id == inv.c.resource_provider_id)
