@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 from tally.config import Settings
 from tally.db.engine import make_engine
+from tally.edge import NOAUTH_PROTOCOL, StripClientIdentity, UnsafeSettings
 
 log = logging.getLogger("tally")
 WSGIApp = Callable[[dict[str, Any], Callable], Iterable[bytes]]
@@ -77,13 +78,27 @@ class Server(Mount):
 
 
 def create_server(settings: Settings, engine: sa.Engine | None = None) -> Server:
+    """Everything served, behind the edge that decides who the caller is."""
+    check_auth(settings)
+    return _edge(settings, _compose(settings, engine or make_engine(settings.database)))
+
+
+def check_auth(settings: Settings) -> None:
+    """UnsafeSettings where nothing would check the identity a caller claims."""
+    if settings.auth_strategy == "lab" and not lab_enabled(settings):
+        raise UnsafeSettings(
+            f"auth_strategy = lab needs the lab cloud, and lab = {settings.lab} leaves it off "
+            f"with this database: no lab identity would check tokens. Use auth_strategy = "
+            f"keystone (or noauth on loopback), or set lab = on."
+        )
+
+
+def _compose(settings: Settings, engine: sa.Engine) -> Server:
     from tally.placement.app import create_app as placement_app
 
-    engine = engine or make_engine(settings.database)
     placement = placement_app(settings, engine)
     if not lab_enabled(settings):
-        server = Server(placement, {"/placement": placement})
-        return _keystone(settings, server)
+        return Server(placement, {"/placement": placement})
 
     from tally.clients.placement import PlacementClient
     from tally.compute.app import create_app as compute_app
@@ -118,7 +133,7 @@ def create_server(settings: Settings, engine: sa.Engine | None = None) -> Server
     server = Server(root, mounts)
     server.lab = Lab(engine=engine, settings=settings, placement=report)
     server.placement_client = client
-    return _keystone(settings, server)
+    return server
 
 
 def _catalog(settings: Settings) -> list[tuple[str, str, str]]:
@@ -129,17 +144,21 @@ def _catalog(settings: Settings) -> list[tuple[str, str, str]]:
     ]
 
 
-def _keystone(settings: Settings, server: Server) -> Server:
-    """With `auth_strategy = keystone`, keystonemiddleware's auth_token in front of
-    everything (its options from the `[keystone_authtoken]` of `placement_conf`)."""
-    if settings.auth_strategy != "keystone":
-        return server
-    from keystonemiddleware import auth_token  # the [keystone] extra
+def _edge(settings: Settings, server: Server) -> Server:
+    """In front of everything: with `auth_strategy = keystone` keystonemiddleware's
+    auth_token (its options from the `[keystone_authtoken]` of `placement_conf`);
+    otherwise the filter that drops identity headers a client sent (tally.edge)."""
+    if settings.auth_strategy == "keystone":
+        from keystonemiddleware import auth_token  # the [keystone] extra
 
-    conf: dict[str, Any] = {"delay_auth_decision": True}
-    if settings.placement_conf:
-        conf["oslo_config_config"] = _oslo_config(settings.placement_conf)
-    wrapped = Server(auth_token.AuthProtocol(server, conf), {})
+        conf: dict[str, Any] = {"delay_auth_decision": True}
+        if settings.placement_conf:
+            conf["oslo_config_config"] = _oslo_config(settings.placement_conf)
+        front: WSGIApp = auth_token.AuthProtocol(server, conf)
+    else:
+        keep = NOAUTH_PROTOCOL if settings.auth_strategy == "noauth" else frozenset()
+        front = StripClientIdentity(server, keep)
+    wrapped = Server(front, {})
     wrapped.lab, wrapped.placement_client = server.lab, server.placement_client
     return wrapped
 
@@ -156,6 +175,7 @@ def describe(settings: Settings, url: str) -> list[str]:
     """What `tally serve` prints at start about the lab."""
     if not lab_enabled(settings):
         return [f"Lab off (setting lab = {settings.lab}): Placement only"]
+    from tally.edge import weak_lab_users
     from tally.identity.users import parse_users
 
     lines = [
@@ -164,9 +184,12 @@ def describe(settings: Settings, url: str) -> list[str]:
     ]
     if settings.auth_strategy in ("noauth", "lab"):
         lines.append(f"Lab identity on {url}/identity/v3 (auth_strategy {settings.auth_strategy})")
-        for user in parse_users(settings.lab_users).values():
+        users = parse_users(settings.lab_users)
+        weak = weak_lab_users(users)
+        for user in users.values():
+            password = "the default password" if user.name in weak else "its lab_users password"
             lines.append(
-                f"  user {user.name} password {user.password} project {user.project} "
+                f"  user {user.name} ({password}) project {user.project} "
                 f"roles {'+'.join(user.roles) or '-'}"
             )
     return lines

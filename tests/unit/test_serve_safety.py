@@ -58,3 +58,27 @@ def test_identity_libraries_never_log_below_info():
         root.setLevel(saved)
         for name in QUIET_LOGGERS:
             logging.getLogger(name).setLevel(logging.NOTSET)
+
+
+def test_lab_auth_with_the_lab_off_is_refused_before_the_database(tmp_path):
+    result = CliRunner().invoke(
+        cli,
+        ["serve", "--port", "18999"],
+        env={
+            "TALLY_DATA_DIR": str(tmp_path / "data"),
+            "TALLY_AUTH_STRATEGY": "lab",
+            "TALLY_LAB": "off",
+        },
+    )
+    assert result.exit_code == 1
+    assert "refusing to serve: auth_strategy = lab needs the lab cloud" in result.output
+    assert not (tmp_path / "data").exists()
+
+
+def test_lab_auth_off_loopback_needs_passwords_of_the_operator():
+    public = {"host": "0.0.0.0", "auth_strategy": "lab", "lab": "on"}
+    for users in ("admin:admin:admin:admin", "admin:x:admin:admin,bob:bob:demo:member"):
+        with pytest.raises(click.ClickException, match="keep the default password"):
+            refuse_unsafe_bind(Settings.of(**public, lab_users=users))
+    refuse_unsafe_bind(Settings.of(**public, lab_users="admin:Long-s3cret:admin:admin"))
+    refuse_unsafe_bind(Settings.of(host="127.0.0.1", auth_strategy="lab", lab="on"))

@@ -36,16 +36,32 @@ def is_loopback(host: str) -> bool:
 
 
 def refuse_unsafe_bind(settings: Settings) -> None:
-    """noauth trusts whatever token it is sent: only on loopback, unless told."""
-    if (
-        settings.auth_strategy == "noauth"
-        and not is_loopback(settings.host)
-        and not settings.noauth_allow_remote
-    ):
+    """noauth trusts whatever token it is sent: only on loopback, unless told. The lab
+    identity only off loopback once the operator has set its users' passwords."""
+    from tally.edge import UnsafeSettings, weak_lab_users
+    from tally.identity.users import parse_users
+    from tally.server import check_auth
+
+    try:
+        check_auth(settings)
+    except UnsafeSettings as exc:
+        raise click.ClickException(f"refusing to serve: {exc}") from None
+    if is_loopback(settings.host):
+        return
+    if settings.auth_strategy == "noauth" and not settings.noauth_allow_remote:
         raise click.ClickException(
             f"refusing to serve auth_strategy = noauth on {settings.host}: anyone reaching "
             "it would be an admin. Use auth_strategy = keystone, listen on 127.0.0.1, or set "
             "noauth_allow_remote = true (TALLY_NOAUTH_ALLOW_REMOTE=1) if that is intended."
+        )
+    weak = weak_lab_users(parse_users(settings.lab_users))
+    if settings.auth_strategy == "lab" and weak:
+        raise click.ClickException(
+            f"refusing to serve auth_strategy = lab on {settings.host}: lab user(s) "
+            f"{', '.join(weak)} keep the default password (or their name), which anyone "
+            "reaching it could log in with. Set lab_users (TALLY_LAB_USERS="
+            "user:password:project:role+role) with passwords of your own, or listen on "
+            "127.0.0.1."
         )
 
 

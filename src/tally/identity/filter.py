@@ -1,9 +1,10 @@
 """The WSGI filter that makes Placement and the lab compute accept lab tokens, as
 keystonemiddleware's auth_token does for Keystone tokens.
 
-- strict (`auth_strategy = lab`): the identity headers a client sent are dropped; a
-  valid token becomes `x-identity-status: Confirmed` with user, project and roles (the
-  headers the services' keystone identity middleware reads); anything else `Invalid`.
+- strict (`auth_strategy = lab`): the identity headers a client sent were dropped at
+  the edge (tally.edge); a valid token becomes `x-identity-status: Confirmed` with
+  user, project and roles (the headers the services' keystone identity middleware
+  reads); anything else `Invalid`.
 - lenient (`auth_strategy = noauth` with the lab on): a valid lab token is rewritten
   into the noauth form (token = user id, `x-project-id`, `x-roles`); any other token
   passes untouched, so noauth's `admin` keeps working.
@@ -16,17 +17,6 @@ from typing import Any
 
 from tally.identity.tokens import Tokens
 
-IDENTITY_HEADERS = (
-    "HTTP_X_IDENTITY_STATUS",
-    "HTTP_X_USER_ID",
-    "HTTP_X_USER_NAME",
-    "HTTP_X_PROJECT_ID",
-    "HTTP_X_PROJECT_NAME",
-    "HTTP_X_ROLES",
-    "HTTP_X_DOMAIN_ID",
-    "HTTP_OPENSTACK_SYSTEM_SCOPE",
-)
-
 
 class TokenFilter:
     def __init__(self, app: Callable, tokens: Tokens, strict: bool) -> None:
@@ -38,8 +28,6 @@ class TokenFilter:
         token = environ.get("HTTP_X_AUTH_TOKEN", "")
         info = self.tokens.validate(token) if "." in token else None
         if self.strict:
-            for name in IDENTITY_HEADERS:
-                environ.pop(name, None)
             environ["HTTP_X_IDENTITY_STATUS"] = "Confirmed" if info else "Invalid"
             if info:
                 environ["HTTP_X_USER_ID"] = info.user.id
