@@ -86,6 +86,12 @@ class Shell:
         assert done.returncode == 0, f"{' '.join(command)}\n{done.stdout}\n{done.stderr}"
         return done.stdout
 
+    def fails(self, command: list[str]) -> str:
+        """Runs a command that must fail; what it printed (stdout and stderr)."""
+        done = subprocess.run(command, env=self.env, capture_output=True, text=True, timeout=120)
+        assert done.returncode != 0, f"{' '.join(command)} succeeded:\n{done.stdout}"
+        return done.stdout + done.stderr
+
     def tally(self, line: str) -> str:
         return self.run(
             [sys.executable, "-c", "from tally.cli.main import cli; cli()", *line.split()]
@@ -160,3 +166,34 @@ def test_the_openstack_cli_drives_the_lab(tmp_path):
         assert server not in {s["ID"] for s in sh.openstack("server list")}
         held = sh.openstack(f"resource provider show --allocations {rp[source]}")["allocations"]
         assert server not in held
+
+        # the seed's refusal, read through osc-placement (which shows the detail's last
+        # line): provider, class, used and capacity are all in that one line
+        busy = next(
+            h
+            for h, uuid in rp.items()
+            if sh.openstack(f"resource provider show --allocations {uuid}")["allocations"]
+        )
+        usage = {
+            u["resource_class"]: u["usage"]
+            for u in sh.openstack(f"resource provider usage show {rp[busy]}")
+        }
+        total = sh.openstack(f"resource provider inventory show {rp[busy]} VCPU")["total"]
+        reserved = total - usage["VCPU"] + 1  # capacity one short of what is used
+        shrink = (
+            f"resource provider inventory set {rp[busy]} --amend "
+            f"--resource VCPU:reserved={reserved} --resource VCPU:allocation_ratio=1"
+        )
+        refused = sh.fails([sh.openstack_bin, *shrink.split()])
+        assert (
+            f"update conflict: Inventory for 'VCPU' on resource provider '{rp[busy]}' in use: "
+            f"{usage['VCPU']} used, new capacity {usage['VCPU'] - 1}, held by "
+        ) in refused
+        removal = f"resource provider inventory delete {rp[busy]} --resource-class VCPU"
+        refused = sh.fails([sh.openstack_bin, *removal.split()])
+        assert (
+            f"Unable to delete inventory of class VCPU: Inventory for 'VCPU' on resource provider "
+            f"'{rp[busy]}' in use: {usage['VCPU']} used, the inventory cannot be removed, held by "
+        ) in refused
+        after = sh.openstack(f"resource provider inventory show {rp[busy]} VCPU")
+        assert (after["total"], after["reserved"]) == (total, 0)  # nothing was written

@@ -25,11 +25,11 @@ import sqlalchemy as sa
 
 from tally.db import schema as t
 from tally.db.engine import transaction
+from tally.placement.ledger.capacity_guard import UPDATE_CONFLICT, guard
 from tally.placement.ledger.common import bump_generation, ids_by_name, provider_row, utcnow
 from tally.placement.ledger.errors import (
     BadRequest,
     ConcurrentUpdate,
-    InventoryInUse,
     NotFound,
 )
 from tally.placement.ledger.usage_queries import capacity
@@ -38,7 +38,6 @@ log = logging.getLogger("tally.placement.inventory")
 
 MAX_INT = 2147483647
 FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
-CONSUMERS_SHOWN = 5  # consumers named per class in an in-use error; the rest are counted
 
 
 @dataclasses.dataclass(frozen=True)
@@ -125,7 +124,8 @@ def replace_inventories(
                 f"Unknown resource class in inventory for resource provider {uuid}: "
                 + ", ".join(unknown)
             )
-        return _write(conn, provider, {r.resource_class: r for r in records}, rules)
+        after = {r.resource_class: r for r in records}
+        return _write(conn, provider, after, rules, opening=UPDATE_CONFLICT)
 
 
 def add_inventory(engine: sa.Engine, uuid: str, record: Record, rules: Rules) -> tuple[int, Record]:
@@ -166,7 +166,7 @@ def update_inventory(
                 f"for resource provider {uuid}: add it with POST first"
             )
         after = {**before, record.resource_class: record}
-        found = _write(conn, provider, after, rules, before)
+        found = _write(conn, provider, after, rules, before, opening=UPDATE_CONFLICT)
         return found.generation, found.records[record.resource_class]
 
 
@@ -181,7 +181,8 @@ def delete_inventory(engine: sa.Engine, uuid: str, resource_class: str, rules: R
                 f"on resource provider {uuid}"
             )
         after = {rc: r for rc, r in before.items() if rc != resource_class}
-        return _write(conn, provider, after, rules, before).generation
+        opening = f"Unable to delete inventory of class {resource_class}: "
+        return _write(conn, provider, after, rules, before, opening=opening).generation
 
 
 def delete_inventories(engine: sa.Engine, uuid: str, rules: Rules) -> int:
@@ -218,7 +219,7 @@ def write_in(
     `baseline` (default: the inventory now) to `records` against the allocations
     as they are at this point of the transaction; `rules=None` writes unguarded
     (an interim state the caller guards later)."""
-    return _write(conn, provider, records, rules, baseline=baseline)
+    return _write(conn, provider, records, rules, baseline=baseline, opening=UPDATE_CONFLICT)
 
 
 # ---------------------------------------------------------------- internals
@@ -282,17 +283,26 @@ def _write(
     rules: Rules | None,
     before: dict[str, Record] | None = None,
     baseline: dict[str, Record] | None = None,
+    opening: str = "",
 ) -> ProviderInventory:
     """Guard, then turn the provider's inventory from `before` into `after`
     (records of `before` found in `after` are left alone), bump the
     generation and read the result back. The guard compares `after` with
-    `baseline` (default: `before`); `rules=None` skips it."""
+    `baseline` (default: `before`); `rules=None` skips it. `opening` starts the
+    last line of a refusal (upstream's sentence for the path)."""
     if before is None:
         before = _records(conn, provider.id)
     over = (
         []
         if rules is None
-        else _guard(conn, provider, before if baseline is None else baseline, after, rules)
+        else guard(
+            conn,
+            provider,
+            before if baseline is None else baseline,
+            after,
+            rules.over_capacity == "refuse",
+            opening,
+        )
     )
     ids = _class_ids(conn, [*before, *after])
     inv, now = t.inventories, utcnow()
@@ -330,156 +340,3 @@ def _amounts(record: Record) -> dict[str, Any]:
         values[name] = int(values[name])
     values["allocation_ratio"] = float(values["allocation_ratio"])
     return values
-
-
-# ---------------------------------------------------------------- the capacity guard
-
-
-@dataclasses.dataclass(frozen=True)
-class Holder:
-    """A consumer holding some of a class on the provider."""
-
-    uuid: str
-    amount: int
-    consumer_type: str | None
-    project_id: str | None
-
-    def line(self) -> str:
-        kind = f"type {self.consumer_type}" if self.consumer_type else "unknown type"
-        project = f"project {self.project_id}" if self.project_id else "unknown project"
-        return f"  {self.amount} by consumer {self.uuid} ({kind}, {project})"
-
-
-@dataclasses.dataclass(frozen=True)
-class Shortfall:
-    """A class the write would leave short: `removed`, or lowered below usage."""
-
-    resource_class: str
-    used: int
-    capacity: int
-    removed: bool
-    holders: tuple[Holder, ...]
-    consumers: int
-
-    def summary(self) -> str:
-        if self.removed:
-            return f"{self.used} used, the inventory cannot be removed"
-        return f"{self.used} used, new capacity {self.capacity}"
-
-    def lines(self) -> list[str]:
-        plural = "s" if self.consumers != 1 else ""
-        head = f"{self.resource_class} is held by {self.consumers} consumer{plural}"
-        lines = [f"{head}, largest first:"]
-        lines += [holder.line() for holder in self.holders]
-        rest = self.consumers - len(self.holders)
-        if rest > 0:
-            lines.append(f"  and {rest} more consumer{'s' if rest != 1 else ''}")
-        return lines
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "resource_class": self.resource_class,
-            "used": self.used,
-            "capacity": self.capacity,
-            "removed": self.removed,
-            "consumers": [dataclasses.asdict(h) for h in self.holders],
-            "more_consumers": self.consumers - len(self.holders),
-        }
-
-
-def _guard(
-    conn: sa.Connection,
-    provider: sa.Row,
-    before: dict[str, Record],
-    after: dict[str, Record],
-    rules: Rules,
-) -> list[str]:
-    """Refuse the write if it takes away what allocations hold; else the
-    classes it leaves over capacity (to warn about once written)."""
-    usage = _usage(conn, provider.id)  # name -> (class id, used, allocation rows)
-    removed = [rc for rc in before if rc not in after and usage.get(rc, (0, 0, 0))[2] > 0]
-    over = [
-        rc
-        for rc, new in after.items()
-        if new is not before.get(rc) and usage.get(rc, (0, 0, 0))[1] > new.capacity
-    ]
-    lowered = [
-        rc for rc in over if after[rc].capacity < (before[rc].capacity if rc in before else 0)
-    ]
-    refused = removed + (lowered if rules.over_capacity == "refuse" else [])
-    if not refused:
-        return over
-    refused.sort(key=lambda rc: usage[rc][0])
-    shortfalls = [_shortfall(conn, provider.id, rc, usage[rc], after.get(rc)) for rc in refused]
-    error = _in_use(provider.uuid, shortfalls)
-    log.warning(
-        "Refused inventory change on resource provider %s: %s",
-        provider.uuid,
-        "; ".join(f"{s.resource_class} {s.summary()}" for s in shortfalls),
-    )
-    raise error
-
-
-def _usage(conn: sa.Connection, provider_id: int) -> dict[str, tuple[int, int, int]]:
-    a, rc = t.allocations, t.resource_classes
-    rows = conn.execute(
-        sa.select(rc.c.name, rc.c.id, sa.func.sum(a.c.used), sa.func.count())
-        .join(rc, rc.c.id == a.c.resource_class_id)
-        .where(a.c.resource_provider_id == provider_id)
-        .group_by(rc.c.name, rc.c.id)
-    ).all()
-    return {name: (rc_id, int(used or 0), int(n)) for name, rc_id, used, n in rows}
-
-
-def _shortfall(
-    conn: sa.Connection,
-    provider_id: int,
-    rc: str,
-    usage: tuple[int, int, int],
-    new: Record | None,
-) -> Shortfall:
-    a, c, ct = t.allocations, t.consumers, t.consumer_types
-    held = (a.c.resource_provider_id == provider_id, a.c.resource_class_id == usage[0])
-    amount = sa.func.sum(a.c.used).label("amount")
-    rows = conn.execute(
-        sa.select(a.c.consumer_id, amount, ct.c.name, c.c.project_id)
-        .select_from(
-            a.outerjoin(c, c.c.uuid == a.c.consumer_id).outerjoin(
-                ct, ct.c.id == c.c.consumer_type_id
-            )
-        )
-        .where(*held)
-        .group_by(a.c.consumer_id, ct.c.name, c.c.project_id)
-        .order_by(amount.desc(), a.c.consumer_id)
-        .limit(CONSUMERS_SHOWN)
-    ).all()
-    consumers = conn.execute(
-        sa.select(sa.func.count(sa.distinct(a.c.consumer_id))).where(*held)
-    ).scalar_one()
-    return Shortfall(
-        resource_class=rc,
-        used=usage[1],
-        capacity=new.capacity if new is not None else 0,
-        removed=new is None,
-        holders=tuple(Holder(r[0], int(r[1]), r[2], r[3]) for r in rows),
-        consumers=int(consumers),
-    )
-
-
-def _in_use(uuid: str, shortfalls: list[Shortfall]) -> InventoryInUse:
-    """409 naming, per class, the usage, the capacity asked for and the
-    largest holders; the same facts as data in the error's `usage` member."""
-    names = ", ".join(s.resource_class for s in shortfalls)
-    if len(shortfalls) == 1:
-        summary = shortfalls[0].summary()
-    else:
-        summary = "; ".join(f"{s.resource_class} {s.summary()}" for s in shortfalls)
-    lines = [f"Inventory for '{names}' on resource provider '{uuid}' in use: {summary}"]
-    for shortfall in shortfalls:
-        lines += shortfall.lines()
-    if any(not s.removed for s in shortfalls):
-        lines.append(
-            "Free those allocations first (or set over_capacity = allow to accept "
-            "an over-committed provider)."
-        )
-    return InventoryInUse("\n".join(lines), usage=[s.as_dict() for s in shortfalls])
