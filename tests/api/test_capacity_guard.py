@@ -84,7 +84,7 @@ def test_shrink_below_usage_is_refused_with_the_story(api, held, caplog):
     assert lines[3] == f"  6 by consumer {held['mid']} (unknown type, project proj-b)"
     assert lines[4] == f"  2 by consumer {held['small']} (unknown type, unknown project)"
     assert lines[-1] == (  # what osc-placement shows: upstream's sentence, then the essentials
-        f"update conflict: Inventory for 'VCPU' on resource provider '{rp}' in use: "
+        f"update conflict: Inventory for 'VCPU' on resource provider '{rp}' in use. "
         f"20 used, new capacity 16, held by 3 consumers (largest {held['big']}: 12)."
     )
     assert err["usage"] == [
@@ -147,7 +147,7 @@ def test_several_classes_short_at_once(api, held):
         "VCPU 20 used, new capacity 8; DISK_GB 50 used, new capacity 40"
     )
     assert err["detail"].splitlines()[-1] == (
-        f"update conflict: Inventory for 'VCPU, DISK_GB' on resource provider '{rp}' in use: "
+        f"update conflict: Inventory for 'VCPU, DISK_GB' on resource provider '{rp}' in use. "
         f"VCPU 20 used, new capacity 8, held by 3 consumers (largest {held['big']}: 12); "
         f"DISK_GB 50 used, new capacity 40, held by 1 consumer (largest {held['mid']}: 50)."
     )
@@ -219,7 +219,7 @@ def test_removing_a_held_class_is_refused(api, held, mode, caplog):
     all_lines = delete_all.json["errors"][0]["detail"].splitlines()
     assert all_lines[0].startswith(f"Inventory for 'VCPU, DISK_GB' on resource provider '{rp}'")
     assert all_lines[-1].startswith(
-        f"Inventory for 'VCPU, DISK_GB' on resource provider '{rp}' in use: VCPU 20 used, "
+        f"Inventory for 'VCPU, DISK_GB' on resource provider '{rp}' in use. VCPU 20 used, "
         "the inventory cannot be removed, held by 3 consumers (largest "
     )
     put_empty = put_all(client, rp, {})

@@ -357,7 +357,7 @@ def test_shrink_below_usage_refused_on_the_end_state(api, engine, host, caplog):
     assert lines[2] == f"  2 by consumer {host['vm2']} (type INSTANCE, project {PROJECT})"
     assert lines[-2].startswith("Free those allocations first")
     assert lines[-1] == (
-        f"update conflict: Inventory for 'VGPU' on resource provider '{host['root']}' in use: "
+        f"update conflict: Inventory for 'VGPU' on resource provider '{host['root']}' in use. "
         f"2 used, new capacity 1, held by 1 consumer (largest {host['vm2']}: 2)."
     )
     assert err["usage"] == [

@@ -186,14 +186,14 @@ def test_the_openstack_cli_drives_the_lab(tmp_path):
         )
         refused = sh.fails([sh.openstack_bin, *shrink.split()])
         assert (
-            f"update conflict: Inventory for 'VCPU' on resource provider '{rp[busy]}' in use: "
+            f"update conflict: Inventory for 'VCPU' on resource provider '{rp[busy]}' in use. "
             f"{usage['VCPU']} used, new capacity {usage['VCPU'] - 1}, held by "
         ) in refused
         removal = f"resource provider inventory delete {rp[busy]} --resource-class VCPU"
         refused = sh.fails([sh.openstack_bin, *removal.split()])
         assert (
             f"Unable to delete inventory of class VCPU: Inventory for 'VCPU' on resource provider "
-            f"'{rp[busy]}' in use: {usage['VCPU']} used, the inventory cannot be removed, held by "
+            f"'{rp[busy]}' in use. {usage['VCPU']} used, the inventory cannot be removed, held by "
         ) in refused
         after = sh.openstack(f"resource provider inventory show {rp[busy]} VCPU")
         assert (after["total"], after["reserved"]) == (total, 0)  # nothing was written
