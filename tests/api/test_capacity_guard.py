@@ -240,7 +240,7 @@ def test_removing_a_held_class_is_refused(api, held, mode, caplog):
     )
     assert err["detail"].splitlines()[-1] == (
         f"Unable to delete inventory of class DISK_GB: Inventory for 'DISK_GB' on resource "
-        f"provider '{rp}' in use: 50 used, the inventory cannot be removed, held by 1 "
+        f"provider '{rp}' in use. 50 used, the inventory cannot be removed, held by 1 "
         f"consumer (largest {held['mid']}: 50)."
     )
     assert len(warnings(caplog)) == 3
