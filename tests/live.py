@@ -1,18 +1,25 @@
-"""Helpers of the tests that run real processes: a free port, a quiet JSON request
-handler for fake services, and throw-away venvs of other projects' packages (cached
-under /tmp between runs)."""
+"""Helpers of the tests that run real processes: a free port, a live `tally serve`, a
+quiet JSON request handler for fake services, and throw-away venvs of other projects'
+packages (cached under /tmp between runs)."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import time
+from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
+import httpx
 import pytest
 
 
@@ -20,6 +27,54 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def tally_serve(data: Path, **settings: str) -> Iterator[str]:
+    """A real `tally serve` (SQLite in `data`, noauth, the lab on, its clock stopped;
+    `settings` override, as TALLY_<NAME>) on a free port, in its own process group;
+    yields its root URL and stops it (and its workers) after."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = dict(
+        os.environ,
+        TALLY_DATA_DIR=str(data),
+        TALLY_PORT=str(port),
+        TALLY_DATABASE_URL="",
+        TALLY_LAB="on",
+        TALLY_LAB_STEP_SECONDS="0",
+        TALLY_LAB_TRACKER_SECONDS="0",
+    )
+    env.update({f"TALLY_{name.upper()}": value for name, value in settings.items()})
+    log = data / "serve.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", "from tally.cli.main import cli; cli()", "serve"],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx.get(f"{url}/", timeout=2, trust_env=False).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline or proc.poll() is not None:
+                pytest.fail(f"tally serve did not start:\n{log.read_text()[-3000:]}")
+            time.sleep(0.3)
+        yield url
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)  # the server and its workers: our group
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
 
 
 def throwaway_venv(venv: Path, packages: list[str], what: str) -> Path:
@@ -61,3 +116,12 @@ class JsonRequestHandler(BaseHTTPRequestHandler):
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(data)
+
+
+OSC = ["python-openstackclient", "osc-placement"]
+OSC_VENV = Path(os.environ.get("TALLY_OSC_VENV", Path(tempfile.gettempdir()) / "tally-osc-venv"))
+
+
+def install_osc() -> Path:
+    """The real `openstack` CLI with osc-placement, in a cached throw-away venv."""
+    return throwaway_venv(OSC_VENV, OSC, " ".join(OSC))

@@ -1,10 +1,12 @@
-"""`tally audit` end to end, one test per fault of the seed: the lab breaks it, the
-audit classifies exactly the affected consumers, the fix clears it, and the
-inventory change that was refused then goes through."""
+"""`tally audit`, `heal` and `explain` in-process against the lab, one test per fault
+of the seed: the lab breaks it, the audit classifies exactly the affected consumers
+(and servers), the fix it names clears it, and the refused change then goes through.
+(tests/lab/test_doctor_plans.py runs whole plans literally against a live server.)"""
 
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -14,21 +16,28 @@ from tally.cli.main import cli
 from tally.doctor import drain
 
 RESERVE_ALL = "VCPU=16:16"  # the seed's change: refused while anything holds VCPU
+MEM_DISK = {"MEMORY_MB": 2048, "DISK_GB": 20}
+FLAVOR = {"VCPU": 1, **MEM_DISK}
+FOUND, ALL_FIXED, BAD_INPUT = 3, 4, 127  # nova-manage's exit codes
 
 
-def run(lab, *args: str) -> tuple[int, dict | str]:
-    """`tally ARGS -f json` in-process against the lab: (exit code, parsed output)."""
-    context = Context.for_client(lab.placement)
-    context.compute = lab.compute
-    result = CliRunner().invoke(cli, [*args, "-f", "json"], obj=context)
+def context(lab) -> Context:
+    found = Context.for_client(lab.placement)
+    found.compute = lab.compute
+    return found
+
+
+def run(lab, *args: str) -> tuple[int, Any]:
+    """`tally ARGS -f json` in-process against the lab: (exit code, parsed stdout)."""
+    result = CliRunner().invoke(cli, [*args, "-f", "json"], obj=context(lab))
     try:
-        return result.exit_code, json.loads(result.output)
+        return result.exit_code, json.loads(result.stdout)
     except ValueError:
         return result.exit_code, result.output + repr(result.exception)
 
 
-def classes(report: dict) -> dict[str, str]:
-    return {c["consumer_uuid"]: c["kind"] for c in report["consumers"]}
+def classes(rows: list[dict]) -> dict[str, str]:
+    return {r["consumer"]: r["class"] for r in rows}
 
 
 def reserve_all(lab, rp: str, *resources: str) -> int:
@@ -58,167 +67,176 @@ def fault(lab, kind: str, **options: str) -> dict:
 
 
 def test_a_healthy_cloud_is_all_live(broken):
-    code, report = run(broken, "audit", "--verbose")
-    assert code == 0, report
+    code, rows = run(broken, "audit", "--verbose")
+    assert code == 0, rows
     ids = (broken.web["id"], broken.db["id"], broken.app["id"])
-    assert classes(report) == dict.fromkeys(ids, "live")
-    assert report["counts"]["live"] == 3 and report["clean"]
+    assert classes(rows) == dict.fromkeys(ids, "live")
+    assert run(broken, "audit") == (0, [])  # only findings without --verbose
 
 
 def test_orphan_of_a_delete_while_down(broken):
     fault(broken, "delete-while-down", server=broken.web["id"])
     cmp1 = broken.rp["cmp-1"]
     assert reserve_all(broken, cmp1) == 1
-    code, report = run(broken, "audit")
-    assert code == 1
-    assert classes(report) == {
-        broken.web["id"]: "orphan",
-        broken.db["id"]: "live",
-        broken.app["id"]: "live",
-    }
-    code, dry = run(broken, "audit", "--provider", cmp1, "--delete")
-    assert code == 1 and [r["applied"] for r in dry["removals"]] == [False]
+    code, rows = run(broken, "audit")
+    assert code == FOUND
+    assert classes(rows) == {broken.web["id"]: "orphan"}
+    assert rows[0]["fix"] == f"tally audit --provider {cmp1} --delete --apply"
+    code, dry = run(broken, "audit", "--provider", "cmp-1", "--delete")  # by name too
+    assert code == FOUND
+    assert dry[0]["action"] == "would free cmp-1: VCPU=1, MEMORY_MB=2048, DISK_GB=20"
     assert broken.held(broken.web["id"])  # a dry run writes nothing
     code, done = run(broken, "audit", "--provider", cmp1, "--delete", "--apply")
-    assert code == 0, done
-    assert [(r["consumer_uuid"], r["applied"]) for r in done["removals"]] == [
-        (broken.web["id"], True)
-    ]
+    assert code == ALL_FIXED, done
+    assert done[0]["action"].startswith("freed cmp-1: ")
     assert broken.held(broken.web["id"]) == {}
     assert run(broken, "audit")[0] == 0
     assert reserve_all(broken, cmp1) == 0
 
 
-def test_migration_error_is_a_stale_migration_and_a_double_allocation(broken):
+def test_migration_error_is_misplaced_and_healed_back(broken):
+    """The server still runs on its source, accounted on the destination; its failed
+    migration holds the source. Heal gives it that hold back in one write."""
     report = fault(broken, "migration-error", server=broken.web["id"], target="cmp-3")
-    migration, cmp1 = report["migration"], broken.rp["cmp-1"]
-    assert reserve_all(broken, cmp1) == 1
-    code, found = run(broken, "audit")
-    assert code == 1
-    assert classes(found) == {
-        broken.web["id"]: "double-allocation",
-        migration: "stale-migration",
-        broken.db["id"]: "live",
-        broken.app["id"]: "live",
-    }
+    migration, cmp1, cmp3 = report["migration"], broken.rp["cmp-1"], broken.rp["cmp-3"]
+    code, rows = run(broken, "audit")
+    assert code == FOUND
+    assert classes(rows) == {broken.web["id"]: "misplaced", migration: "stale-migration"}
+    assert {r["fix"] for r in rows} == {f"tally heal --instance {broken.web['id']} --apply"}
+    # the audit leaves the migration's hold alone: heal takes it back
     code, done = run(broken, "audit", "--provider", cmp1, "--delete", "--apply")
-    assert [r["consumer_uuid"] for r in done["removals"]] == [migration]
+    assert code == FOUND and [r["action"] for r in done] == [None, None]
+    code, healed = run(broken, "heal", "--instance", broken.web["id"], "--apply")
+    assert code == 0 and [(h["action"], h["applied"]) for h in healed] == [("take-back", True)]
+    assert broken.held(broken.web["id"]) == {cmp1: FLAVOR}
     assert broken.held(migration) == {}
-    assert broken.held(broken.web["id"]) == {broken.rp["cmp-3"]: {"VCPU": 1, **MEM_DISK}}
-    assert reserve_all(broken, cmp1) == 0
+    assert run(broken, "audit")[0] == 0
+    assert reserve_all(broken, cmp3, "VCPU=16:15", "VCPU:allocation_ratio=1") == 0
 
 
-MEM_DISK = {"MEMORY_MB": 2048, "DISK_GB": 20}
-
-
-def test_a_hanging_migration_is_in_progress_never_an_orphan(broken):
+def test_a_hanging_migration_is_stuck_after_a_while_never_an_orphan(broken):
     report = fault(broken, "migration-hang", server=broken.web["id"])
-    migration, cmp1 = report["migration"], broken.rp["cmp-1"]
-    dest = report["providers"]["destination"]  # its own server, and web's claim
-    assert reserve_all(broken, dest, "VCPU=16:15", "VCPU:allocation_ratio=1") == 1
-    code, found = run(broken, "audit", "--provider", cmp1, "--delete", "--apply")
-    assert code == 0, found
-    assert classes(found) == {migration: "migrating"}
-    assert found["removals"] == [] and broken.held(migration)
-    code, everything = run(broken, "audit")
-    assert code == 0 and classes(everything)[broken.web["id"]] == "live"
-    # the way out is the abort the explanation recommends
+    migration = report["migration"]
+    code, rows = run(broken, "audit", "--verbose")
+    assert code == 0 and classes(rows)[migration] == "migrating"
+    code, rows = run(broken, "audit", "--stuck-after", "0s")
+    assert code == FOUND and classes(rows) == {migration: "stuck-migration"}
     running = broken.migrations(status="running")[0]
+    assert rows[0]["fix"] == (
+        "openstack --os-compute-api-version 2.24 server migration abort "
+        f"{broken.web['id']} {running['id']}"
+    )
     broken.compute.delete(f"/servers/{broken.web['id']}/migrations/{running['id']}")
-    assert reserve_all(broken, dest, "VCPU=16:15", "VCPU:allocation_ratio=1") == 0
+    assert run(broken, "audit", "--stuck-after", "0s")[0] == 0
+    assert broken.held(broken.web["id"]) == {broken.rp["cmp-1"]: FLAVOR}
 
 
-def test_service_delete_leaves_a_leaked_host(broken):
-    fault(broken, "service-delete", host="cmp-2")
-    code, found = run(broken, "audit")
-    assert code == 1
-    assert classes(found) == {
-        broken.db["id"]: "leaked-host",
-        broken.web["id"]: "live",
-        broken.app["id"]: "live",
-    }
-    assert found["leaked_providers"] == [broken.rp["cmp-2"]]
-
-
-def test_a_recreated_service_gets_its_provider_back(broken, caplog):
+def test_service_delete_leaks_a_provider_that_heal_cannot_fill(broken):
     old = broken.rp["cmp-2"]
     fault(broken, "service-delete", host="cmp-2")
-    new = broken.hosts("cmp-2")[0]["provider_uuid"]  # its provider: a duplicate name
-    assert "already exists" in caplog.text and new != old
-    code, found = run(broken, "audit")
-    assert code == 1 and classes(found)[broken.db["id"]] == "leaked-host"
-    assert found["leaked_providers"] == [old]  # the same name, but not the node's uuid
+    code, rows = run(broken, "audit")
+    assert code == FOUND
+    assert classes(rows) == {broken.db["id"]: "leaked-host", old: "leaked-provider"}
+    code, dry = run(broken, "audit", "--provider", old, "--delete")
+    assert [r["action"] for r in dry] == [
+        "would free cmp-2: VCPU=1, MEMORY_MB=2048, DISK_GB=20",
+        "would delete provider cmp-2",  # every write of the dry run is listed
+    ]
     code, done = run(broken, "audit", "--provider", old, "--delete", "--apply")
-    assert code == 0, done
-    assert done["deleted_provider"] == old and broken.held(broken.db["id"]) == {}
-    broken.compute.post("/os-lab/tracker", {})  # the compute reports its own provider
-    assert broken.placement.provider(new)["name"] == "cmp-2"
+    assert code == ALL_FIXED and done[1]["action"] == "deleted provider cmp-2"
+    code, rows = run(broken, "audit")
+    assert code == FOUND and classes(rows) == {broken.db["id"]: "unallocated"}
+    code, stranded = run(broken, "heal")
+    assert code == 2 and stranded[0]["action"] == "no-provider"
+    assert "compute service was deleted" in stranded[0]["reason"]
+    assert "tally lab host add cmp-2" in stranded[0]["reason"]
+    new = broken.hosts("cmp-2")[0]["provider_uuid"]
     assert run(broken, "heal", "--apply")[0] == 0
-    assert broken.held(broken.db["id"]) == {new: {"VCPU": 1, **MEM_DISK}}
+    assert broken.held(broken.db["id"]) == {new: FLAVOR}
     assert run(broken, "audit")[0] == 0
-    assert reserve_all(broken, new, "VCPU=16:15", "VCPU:allocation_ratio=1") == 0
 
 
 def test_evacuation_leaves_a_double_allocation_freed_on_the_source(broken):
     fault(broken, "evacuation", server=broken.web["id"], target="cmp-3")
     cmp1, cmp3 = broken.rp["cmp-1"], broken.rp["cmp-3"]
     assert reserve_all(broken, cmp1) == 1
-    code, found = run(broken, "audit")
-    assert code == 1
-    assert classes(found)[broken.web["id"]] == "double-allocation"
-    assert [c for c, kind in classes(found).items() if kind != "live"] == [broken.web["id"]]
-    # on its host the double allocation is not removable; on the dead source it is
+    code, rows = run(broken, "audit")
+    assert code == FOUND and classes(rows) == {broken.web["id"]: "double-allocation"}
+    assert rows[0]["fix"] == f"tally audit --provider {cmp1} --delete --apply"
+    # on its host the double allocation is not freed; on the dead source it is
     code, here = run(broken, "audit", "--provider", cmp3, "--delete", "--apply")
-    assert code == 1 and here["removals"] == []
+    assert code == FOUND and here[0]["action"] is None
     code, done = run(broken, "audit", "--provider", cmp1, "--delete", "--apply")
-    assert code == 0, done
-    assert broken.held(broken.web["id"]) == {cmp3: {"VCPU": 1, **MEM_DISK}}
+    assert code == ALL_FIXED, done
+    assert broken.held(broken.web["id"]) == {cmp3: FLAVOR}
     assert run(broken, "audit")[0] == 0
     assert reserve_all(broken, cmp1) == 0
 
 
-def test_apply_needs_delete(broken):
+def test_bad_input_is_127(broken):
     code, output = run(broken, "audit", "--apply")
-    assert code == 2 and "--apply goes with --delete" in output
+    assert code == BAD_INPUT and "--apply goes with --delete" in output
+    assert run(broken, "audit", "--stuck-after", "soon")[0] == BAD_INPUT
+    assert run(broken, "heal", "--dry-run", "--apply")[0] == BAD_INPUT
+
+
+def test_columns_work_with_every_format(broken):
+    fault(broken, "delete-while-down", server=broken.web["id"])
+    args = ["audit", "-f", "value", "-c", "consumer", "-c", "class"]
+    value = CliRunner().invoke(cli, args, obj=context(broken))
+    assert value.exit_code == FOUND
+    assert value.stdout == f"{broken.web['id']} orphan\n"  # only values: the summary's on stderr
+    assert "3 consumers: 2 live, 1 orphan" in value.stderr
+    table = CliRunner().invoke(cli, ["audit", "--delete"], obj=context(broken))
+    assert "orphan" in table.stdout and "would free cmp-1: VCPU=1" in table.stdout
+
+
+def test_an_unreachable_api_is_an_error_not_a_finding():
+    lost = Context(url="http://127.0.0.1:9", compute_url="http://127.0.0.1:9/v2.1")
+    result = CliRunner().invoke(cli, ["audit"], obj=lost)
+    assert result.exit_code == 1 and "cannot reach" in result.stderr
+
+
+def test_a_placement_only_url_says_where_compute_is_missing(broken):
+    lost = Context.for_client(broken.placement)
+    lost.compute_url = "http://lab.test/placement"  # Placement, not a compute API
+    lost.compute = None  # type: ignore[assignment]
+    result = CliRunner().invoke(cli, ["audit"], obj=lost)
+    assert result.exit_code == 1
 
 
 # ---------------------------------------------------------------- tally explain
 
 
-def test_explain_a_hanging_migration_recommends_its_abort(broken):
-    report = fault(broken, "migration-hang", server=broken.web["id"])
-    migration, cmp1 = report["migration"], broken.rp["cmp-1"]
-    code, found = run(broken, "explain", cmp1, "--resource", RESERVE_ALL)
-    assert code == 1 and found["refused"]
-    assert [(h["consumer_uuid"], h["kind"]) for h in found["holders"]] == [(migration, "migrating")]
-    running = broken.migrations(status="running")[0]
-    commands = [s["command"] for s in found["plan"]]
-    abort = f"openstack server migration abort {broken.web['id']} {running['id']}"
-    assert commands[0] == abort
-    assert any("nova-compute rewrites `reserved`" in s["text"] for s in found["plan"])
-    broken.compute.delete(f"/servers/{broken.web['id']}/migrations/{running['id']}")
-    assert run(broken, "explain", cmp1, "--resource", RESERVE_ALL)[0] == 1  # web is back
-    assert run(broken, "explain", broken.rp["cmp-2"], "--resource", "VCPU=16")[0] == 0
-
-
-def test_explain_an_orphan_plans_the_audit_delete(broken):
+def test_explain_plans_each_step_on_the_state_it_leaves(broken):
     fault(broken, "delete-while-down", server=broken.web["id"])
     cmp1 = broken.rp["cmp-1"]
-    code, found = run(broken, "explain", "provider", cmp1, "--resource", RESERVE_ALL)
-    assert code == 1
-    assert [h["kind"] for h in found["holders"]] == ["orphan"]
-    assert found["plan"][0]["command"] == f"tally audit --provider {cmp1} --delete --apply"
-    assert found["check"]["classes"][-1]["resource_class"] == "VCPU"
+    code, found = run(broken, "explain", cmp1, "--resource", RESERVE_ALL)
+    assert code == 1 and [h["kind"] for h in found["holders"]] == ["orphan"]
+    steps = found["steps"]
+    assert steps[0]["command"] == f"tally audit --provider {cmp1} --delete --apply"
+    assert steps[-1]["command"] == (
+        f"tally provider inventory set {cmp1} --amend --resource VCPU:total=16 "
+        "--resource VCPU:reserved=16"
+    )
+    assert [s["usage_after"]["VCPU"] for s in steps] == [0, 0]  # the orphan was all of it
+    assert [a["command"].split()[-1] for a in found["alternatives"]] == ["VCPU=16:15"]
 
 
-def test_explain_prints_a_plan_as_a_table(broken):
+def test_explain_drains_when_live_servers_alone_hold_too_much(broken):
+    code, found = run(broken, "explain", "cmp-2", "--resource", RESERVE_ALL)
+    assert code == 1 and [h["kind"] for h in found["holders"]] == ["live"]
+    commands = [s["command"] for s in found["steps"]]
+    assert commands[0] == "tally drain cmp-2 --apply" and len(commands) == 2
+
+
+def test_explain_prints_the_plan(broken):
     fault(broken, "delete-while-down", server=broken.web["id"])
-    context = Context.for_client(broken.placement)
-    context.compute = broken.compute
     args = ["explain", broken.rp["cmp-1"], "--resource", RESERVE_ALL]
-    result = CliRunner().invoke(cli, args, obj=context)
+    result = CliRunner().invoke(cli, args, obj=context(broken))
     assert result.exit_code == 1
-    assert "The plan, in order:" in result.output and "orphan" in result.output
+    assert "The way out, in order" in result.stdout and "orphan" in result.stdout
+    assert "Or, changing the request: reserve at most 15 VCPU" in result.stdout
 
 
 # ---------------------------------------------------------------- tally heal
@@ -227,34 +245,20 @@ def test_explain_prints_a_plan_as_a_table(broken):
 def test_heal_gives_a_server_its_flavor_on_its_host(broken):
     broken.placement.delete(f"/allocations/{broken.db['id']}")
     code, dry = run(broken, "heal")
-    assert code == 1 and [(h["server"], h["action"]) for h in dry["healings"]] == [
-        (broken.db["id"], "create")
-    ]
+    assert code == 0 and [(h["server"], h["action"]) for h in dry] == [(broken.db["id"], "create")]
     assert broken.held(broken.db["id"]) == {}
     code, done = run(broken, "heal", "--apply")
-    assert code == 0 and done["healings"][0]["applied"]
-    assert broken.held(broken.db["id"]) == {broken.rp["cmp-2"]: {"VCPU": 1, **MEM_DISK}}
+    assert code == 0 and done[0]["applied"]
+    assert broken.held(broken.db["id"]) == {broken.rp["cmp-2"]: FLAVOR}
     assert broken.consumer_type(broken.db["id"]) == "INSTANCE"
-    assert run(broken, "heal")[1]["healings"] == []
+    assert run(broken, "heal") == (4, [])  # nothing to heal
 
 
-def test_migration_error_is_healed_back_onto_the_source(broken):
-    report = fault(broken, "migration-error", server=broken.web["id"], target="cmp-3")
-    cmp1 = broken.rp["cmp-1"]
-    run(broken, "audit", "--provider", cmp1, "--delete", "--apply")
-    code, _ = run(broken, "heal", "--instance", broken.web["id"], "--force", "--apply")
-    assert code == 0
-    assert broken.held(broken.web["id"]) == {cmp1: {"VCPU": 1, **MEM_DISK}}
-    assert broken.held(report["migration"]) == {}
-    assert run(broken, "audit")[0] == 0
-
-
-def test_heal_max_count_and_usage(broken):
+def test_heal_max_count(broken):
     for server in (broken.web, broken.db):
         broken.placement.delete(f"/allocations/{server['id']}")
     code, found = run(broken, "heal", "--max-count", "1")
-    assert code == 1 and len(found["healings"]) == 1
-    assert run(broken, "heal", "--dry-run", "--apply")[0] == 2
+    assert code == 1 and len(found) == 1
 
 
 # ---------------------------------------------------------------- tally explain candidates
@@ -318,22 +322,3 @@ def test_drain_reports_what_a_hung_migration_leaves(broken):
 def test_drain_of_an_unknown_host_fails(broken):
     code, output = run(broken, "drain", "cmp-9")
     assert code == 1 and "no nova-compute service on host cmp-9" in output
-
-
-def test_audit_of_the_destination_sees_the_double_allocation_too(broken):
-    report = fault(broken, "migration-error", server=broken.web["id"], target="cmp-3")
-    code, found = run(broken, "audit", "--provider", broken.rp["cmp-3"])
-    assert code == 1
-    assert classes(found) == {broken.web["id"]: "double-allocation", broken.app["id"]: "live"}
-    assert report["migration"] not in classes(found)
-
-
-def test_audit_prints_a_table(broken):
-    fault(broken, "delete-while-down", server=broken.web["id"])
-    context = Context.for_client(broken.placement)
-    context.compute = broken.compute
-    result = CliRunner().invoke(cli, ["audit", "--delete"], obj=context)
-    assert result.exit_code == 1
-    assert "orphan" in result.output and "cmp-1" in result.output
-    assert f"would remove {broken.web['id']}: cmp-1: " in result.output
-    assert "3 consumers: 2 live, 1 orphan" in result.output

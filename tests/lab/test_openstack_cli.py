@@ -7,72 +7,13 @@ pip's reason."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
-import pytest
-
-from tests.live import free_port, throwaway_venv
-
-OSC = ["python-openstackclient", "osc-placement"]
-OSC_VENV = Path(os.environ.get("TALLY_OSC_VENV", Path(tempfile.gettempdir()) / "tally-osc-venv"))
-
-
-def install_osc() -> Path:
-    return throwaway_venv(OSC_VENV, OSC, " ".join(OSC))
-
-
-@contextlib.contextmanager
-def tally_serve(data: Path) -> Iterator[str]:
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = dict(
-        os.environ,
-        TALLY_DATA_DIR=str(data),
-        TALLY_PORT=str(port),
-        TALLY_DATABASE_URL="",
-        TALLY_LAB="on",
-        TALLY_LAB_STEP_SECONDS="0",
-        TALLY_LAB_TRACKER_SECONDS="0",
-    )
-    log = data / "serve.log"
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from tally.cli.main import cli; cli()", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                if httpx.get(f"{url}/", timeout=2, trust_env=False).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                pytest.fail(f"tally serve did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.3)
-        yield url
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)  # the server and its workers: our group
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+from tests.live import install_osc, tally_serve
 
 
 class Shell:

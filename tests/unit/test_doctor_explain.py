@@ -1,4 +1,5 @@
-"""The explain plan, heal's flavor rule and the candidates judge, without a server."""
+"""Heal's flavor rule and the candidates judge, without a server (the explain plan is
+tested end to end per fault in tests/lab/test_doctor_plans.py)."""
 
 from __future__ import annotations
 
@@ -6,51 +7,7 @@ import httpx
 import pytest
 
 from tally.clients.placement import PlacementClient
-from tally.doctor import audit, candidates, heal
-from tally.doctor.explain import RESERVED_WARNING, plan
-from tally.doctor.inventory_check import ClassChange, InventoryCheck, Suggestion
-
-RP = "rp-1"
-
-
-def refused(capacity_asked: int = 0, used: int = 3) -> InventoryCheck:
-    change = ClassChange("VCPU", used, 16, capacity_asked, refused=True, total_asked=16)
-    reserve = Suggestion("reserve at most 13 VCPU", f"tally provider inventory set {RP} --amend")
-    return InventoryCheck(RP, "cmp-1", 4, (change,), (reserve,))
-
-
-def finding(consumer: str, kind: str, **extra) -> audit.Finding:
-    return audit.Finding(consumer, kind, {RP: {"VCPU": 1}}, "why", **extra)
-
-
-def test_the_plan_settles_moves_then_frees_then_reserves():
-    report = audit.Audit(
-        consumers=(
-            finding("m1", audit.MIGRATING, server="s1", migration_status="running", migration_id=9),
-            finding("m2", audit.MIGRATING, server="s2", migration_status="finished"),
-            finding("o", audit.ORPHAN),
-            finding("x", audit.STALE_MIGRATION, server="s3"),
-            finding("s4", audit.LIVE, server="s4", host="cmp-1"),
-        ),
-        providers={RP: "cmp-1"},
-        provider=RP,
-    )
-    steps = plan(refused(), report, RP)
-    commands = [s.command for s in steps]
-    assert commands[:3] == [
-        "openstack server migration abort s1 9",
-        "openstack server resize confirm s2",
-        f"tally audit --provider {RP} --delete --apply",
-    ]
-    assert "2 consumer(s)" in steps[2].text and "orphan, stale-migration" in steps[2].text
-    assert steps[3].command == "tally drain HOST"  # live s4 and the moves still hold 3 > 0
-    assert steps[-1].text.endswith(RESERVED_WARNING)
-
-
-def test_no_drain_step_when_cleanup_is_enough():
-    report = audit.Audit((finding("o", audit.ORPHAN),), {RP: "cmp-1"}, provider=RP)
-    commands = [s.command for s in plan(refused(capacity_asked=2), report, RP)]
-    assert "tally drain HOST" not in commands
+from tally.doctor import candidates, heal
 
 
 def test_flavor_resources_follow_nova():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tally.cli.context import Context, Output, output_options, pass_context
+from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
 
 
 @click.group()
@@ -13,7 +13,7 @@ def aggregate() -> None:
 
 
 @aggregate.command("list")
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @output_options
 @pass_context
 def list_(ctx: Context, out: Output, uuid: str) -> None:
@@ -24,7 +24,7 @@ def list_(ctx: Context, out: Output, uuid: str) -> None:
 
 
 @aggregate.command("set")
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @click.option("--aggregate", "aggregates", multiple=True, help="Aggregate UUID; repeatable.")
 @click.option(
     "--generation",

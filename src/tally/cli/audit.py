@@ -1,65 +1,124 @@
-"""`tally audit`: classify every consumer holding allocations; free orphans."""
+"""`tally audit`: are the books true? Every consumer classified; what is safe freed."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import click
 
-from tally.cli.context import Context, Output, cell, output_options, pass_context, progress_bar
-from tally.cli.lab import compute
+from tally.cli.context import (
+    PROVIDER,
+    Context,
+    Output,
+    cell,
+    output_options,
+    pass_context,
+    progress_bar,
+)
+from tally.cli.scripting import Duration, ScriptCommand, notes, summary
 from tally.doctor import audit as doctor
 
-COLUMNS = ("consumer", "class", "server", "host", "allocations", "reason")
+COLUMNS = ("consumer", "class", "server", "host", "allocations", "reason", "fix", "action")
+FOUND, ALL_FIXED = 3, 4  # nova-manage placement audit's codes; 1 is an error
 
 
-def finding_row(report: doctor.Audit, finding: doctor.Finding) -> dict[str, Any]:
-    names = report.providers
-    return {
-        "consumer": finding.consumer_uuid,
-        "class": finding.kind,
-        "server": finding.server,
-        "host": finding.host,
-        "allocations": {names.get(rp) or rp: r for rp, r in finding.allocations.items()},
-        "reason": finding.reason,
-    }
-
-
-def render(out: Output, report: doctor.Audit, verbose: bool) -> None:
-    if out.fmt in ("json", "yaml"):
-        return out.dump(report.as_dict())
+def rows(report: doctor.Audit, verbose: bool) -> list[dict[str, Any]]:
+    books = report.books
+    writes = {w.target: w for w in report.writes}
     shown = report.consumers if verbose else report.findings
-    out.rows(COLUMNS, (finding_row(report, f) for f in shown))
-    for removal in report.removals:
-        verb = "removed" if removal.applied else "failed" if removal.error else "would remove"
-        freed = {report.providers.get(rp) or rp: r for rp, r in removal.freed.items()}
-        click.echo(f"{verb} {removal.consumer_uuid}: {cell(freed)} {removal.error or ''}".rstrip())
-    counts = ", ".join(f"{n} {kind}" for kind, n in report.counts().items() if n)
-    click.echo(f"{len(report.consumers)} consumers: {counts or 'none'}")
+    found = [
+        {
+            "consumer": f.consumer_uuid,
+            "class": f.kind,
+            "server": f.server,
+            "host": f.host,
+            "allocations": {books.name(rp): r for rp, r in f.allocations.items()},
+            "reason": f.reason,
+            "fix": f.fix,
+            "action": _action(report, writes.get(f.consumer_uuid)),
+        }
+        for f in shown
+    ]
+    for rp in report.leaked_providers:
+        found.append(
+            {
+                "consumer": rp,
+                "class": "leaked-provider",
+                "server": None,
+                "host": books.name(rp),
+                "allocations": {},
+                "reason": "a provider no compute service reports",
+                "fix": f"tally audit --provider {rp} --delete --apply",
+                "action": _action(report, writes.get(rp)),
+            }
+        )
+    return found
 
 
-@click.command("audit")
-@click.option("--provider", help="Audit only the consumers holding allocations on this provider.")
+def _action(report: doctor.Audit, write: doctor.Write | None) -> str | None:
+    """What --delete did (or, in a dry run, would do) for this row."""
+    if write is None:
+        return None
+    if write.error:
+        return f"failed: {write.error}"
+    if write.delete_provider:
+        verb, what = ("deleted", "delete"), f"provider {report.books.name(write.target)}"
+    else:
+        freed = {report.books.name(rp): r for rp, r in write.freed.items()}
+        verb, what = ("freed", "free"), cell(freed)
+    return f"{verb[0]} {what}" if write.applied else f"would {verb[1]} {what}"
+
+
+@click.command("audit", cls=ScriptCommand)
+@click.option(
+    "--provider",
+    type=PROVIDER,
+    help="Audit the consumers on this provider (uuid or name) and its host's servers.",
+)
 @click.option("--verbose", is_flag=True, help="List live and migrating consumers too.")
-@click.option("--delete", is_flag=True, help="Free orphans and stale migration holds.")
+@click.option(
+    "--stuck-after",
+    type=Duration(),
+    default="1h",
+    show_default=True,
+    help="A move not finished this long after its last update is stuck (90s, 30m, 1h).",
+)
+@click.option("--delete", is_flag=True, help="Free what is safe to free (see below).")
 @click.option("--apply", is_flag=True, help="With --delete: write (default: a dry run).")
 @output_options
 @pass_context
 def audit(
-    ctx: Context, out: Output, provider: str | None, verbose: bool, delete: bool, apply: bool
+    ctx: Context,
+    out: Output,
+    provider: str | None,
+    verbose: bool,
+    stuck_after: dt.timedelta,
+    delete: bool,
+    apply: bool,
 ) -> None:
-    """Classify each consumer holding allocations: live, migrating, orphan,
-    stale-migration, double-allocation or leaked-host (exit 1 when any is found).
+    """Compare Placement with the compute API: each consumer (and each server that
+    should hold something) is live, migrating, stuck-migration, orphan,
+    stale-migration, double-allocation, misplaced, unallocated, leaked-host or
+    unverified; the `fix` column names the command that resolves it.
 
-    --delete frees orphans and stale migration holds (only their part on --provider
-    when given), with the consumer generation: a dry run unless --apply.
+    --delete frees orphans and stale migration holds, a double allocation's part off
+    its host and servers' parts on a leaked provider (which is then deleted), each
+    consumer's rest written back with its consumer generation; only on --provider
+    when given. A dry run unless --apply. Exit status as nova-manage's: 0 nothing
+    found, 3 found, 4 everything found was fixed, 1 error, 127 bad input.
     """
     if apply and not delete:
         raise click.UsageError("--apply goes with --delete")
     with progress_bar("reading allocations") as tick:
-        report = doctor.audit(ctx.client, compute(ctx), provider, tick)
+        report = doctor.audit(ctx.client, ctx.compute, provider, tick, stuck_after)
     if delete:
         report = doctor.remove(ctx.client, report, apply)
-    render(out, report, verbose)
-    if not report.clean:
+    out.rows(COLUMNS, rows(report, verbose))
+    counts = ", ".join(f"{n} {kind}" for kind, n in report.counts().items() if n)
+    summary(f"{len(report.consumers)} consumers: {counts or 'none'}")
+    notes(ctx.compute)
+    if any(w.error for w in report.writes):
         raise click.exceptions.Exit(1)
+    if report.findings or report.leaked_providers:
+        raise click.exceptions.Exit(ALL_FIXED if apply and report.all_fixed else FOUND)

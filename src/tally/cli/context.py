@@ -10,6 +10,7 @@ import dataclasses
 import functools
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
@@ -21,6 +22,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
+from tally.clients.compute import ComputeClient
 from tally.clients.errors import ClientError
 from tally.clients.placement import DEFAULT_URL, NOAUTH_ADMIN_TOKEN, PlacementClient
 
@@ -37,8 +39,11 @@ class Context:
     region: str | None = None
     interface: str | None = None
     version: str | None = None
+    compute_url: str | None = None
+    compute_version: str | None = None
     client_factory: Callable[[Context], PlacementClient] | None = None
     _client: PlacementClient | None = None
+    _compute: ComputeClient | None = None
 
     @classmethod
     def for_client(cls, client: PlacementClient) -> Context:
@@ -50,6 +55,39 @@ class Context:
         if self._client is None:
             self._client = (self.client_factory or connect)(self)
         return self._client
+
+    @property
+    def compute(self) -> ComputeClient:
+        """The compute API of this run (made on first use; tests may set it)."""
+        if self._compute is None:
+            self._compute = connect_compute(self)
+        return self._compute
+
+    @compute.setter
+    def compute(self, client: ComputeClient) -> None:
+        self._compute = client
+
+
+def connect_compute(ctx: Context) -> ComputeClient:
+    """--compute-url (env TALLY_COMPUTE_URL) wins; then the catalog of --os-cloud /
+    OS_*; then, beside --url, the lab's compute at URL/compute/v2.1. Whether it is
+    a compute API is found out on the first request (a one-line error if not)."""
+    version = ctx.compute_version
+    if ctx.compute_url:
+        token = ctx.token or NOAUTH_ADMIN_TOKEN
+        return ComputeClient(ctx.compute_url, token=token, version=version)
+    if not ctx.url and (ctx.cloud or os.environ.get("OS_AUTH_URL")):
+        from tally.clients.cloud import cloud_connection
+
+        found = cloud_connection(
+            ctx.cloud, region_name=ctx.region, interface=ctx.interface, service_type="compute"
+        )
+        return ComputeClient(**found, version=version)
+    base = (ctx.url or DEFAULT_URL).rstrip("/")
+    if base.endswith("/placement"):  # the lab serves Placement under /placement too
+        base = base[: -len("/placement")]
+    token = ctx.token or NOAUTH_ADMIN_TOKEN
+    return ComputeClient(f"{base}/compute/v2.1", token=token, version=version)
 
 
 def connect(ctx: Context) -> PlacementClient:
@@ -64,6 +102,27 @@ def connect(ctx: Context) -> PlacementClient:
         return PlacementClient(**found, version=ctx.version)
     return PlacementClient(DEFAULT_URL, token=ctx.token or NOAUTH_ADMIN_TOKEN, version=ctx.version)
 
+
+class ProviderRef(click.ParamType):
+    """A resource provider by uuid, or by its name (looked up once, must be unique)."""
+
+    name = "provider"
+    UUID = re.compile(r"^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$")
+
+    def convert(self, value: Any, param: Any, ctx: click.Context | None) -> str:
+        if self.UUID.match(str(value)) or ctx is None:
+            return str(value)
+        client = ctx.ensure_object(Context).client
+        try:
+            found = client.get("/resource_providers", {"name": str(value)})["resource_providers"]
+        except ClientError as exc:
+            self.fail(f"cannot look up a provider named {value!r}: {exc}", param, ctx)
+        if len(found) != 1:
+            self.fail(f"no resource provider named {value!r} (give its uuid)", param, ctx)
+        return found[0]["uuid"]
+
+
+PROVIDER = ProviderRef()
 
 CONNECTION_OPTIONS = (
     click.option("--url", envvar="TALLY_URL", help="Placement endpoint (env TALLY_URL)."),
@@ -93,6 +152,19 @@ CONNECTION_OPTIONS = (
         envvar="OS_PLACEMENT_API_VERSION",
         help="Microversion to speak (env OS_PLACEMENT_API_VERSION); default: the "
         "highest both this client (1.39) and the server support.",
+    ),
+    click.option(
+        "--compute-url",
+        envvar="TALLY_COMPUTE_URL",
+        help="Compute API endpoint for the doctor and the lab (env TALLY_COMPUTE_URL); "
+        "default: from the catalog with --os-cloud, else URL/compute/v2.1 (the lab's).",
+    ),
+    click.option(
+        "--os-compute-api-version",
+        "compute_version",
+        envvar="OS_COMPUTE_API_VERSION",
+        help="Compute microversion (env OS_COMPUTE_API_VERSION); default: the highest "
+        "both this client (2.96) and the server support.",
     ),
 )
 

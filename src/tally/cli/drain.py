@@ -7,7 +7,6 @@ import dataclasses
 import click
 
 from tally.cli.context import Context, Output, cell, output_options, pass_context, progress_bar
-from tally.cli.lab import compute
 from tally.doctor import drain as doctor
 
 
@@ -24,7 +23,7 @@ def drain(ctx: Context, out: Output, host: str, apply: bool, reason: str, timeou
     what is left. A dry run unless --apply; exit 1 unless drained."""
     with progress_bar("migrating servers") as tick:
         report = doctor.drain(
-            ctx.client, compute(ctx), host, apply, reason, timeout=timeout, progress=tick
+            ctx.client, ctx.compute, host, apply, reason, timeout=timeout, progress=tick
         )
     if out.fmt in ("json", "yaml"):
         out.dump(report.as_dict())

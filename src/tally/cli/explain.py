@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import shlex
 
 import click
 from rich.text import Text
 
 from tally.cli.context import (
+    PROVIDER,
     Context,
     Output,
     console,
@@ -17,7 +20,7 @@ from tally.cli.context import (
 )
 from tally.cli.inventory import asked_inventories, resource_option
 from tally.cli.inventory_report import render_check
-from tally.cli.lab import compute
+from tally.cli.scripting import Duration, ScriptCommand, notes
 from tally.doctor.candidates import explain_candidates, parse_resources
 from tally.doctor.explain import Explanation, explain_change
 
@@ -44,34 +47,58 @@ def render(out: Output, found: Explanation) -> None:
     if not found.refused:
         con.print(Text("The change would be accepted: capacity stays above what is used."))
         return
-    render_check(out, found.check)
+    render_check(out, found.check, plan_follows=True)
     table = out.table(["consumer", "class", "holds here", "reason"])
     for h in found.holders:
         table.add_row(
-            h.consumer_uuid, h.kind, ", ".join(f"{k}={v}" for k, v in h.held.items()), h.reason
+            h.consumer, h.kind, ", ".join(f"{k}={v}" for k, v in h.held.items()), h.reason
         )
     con.print(Text("Who holds it, as the audit sees it:"))
     con.print(table)
-    con.print(Text("The plan, in order:"))
-    for n, step in enumerate(found.plan, 1):
+    con.print(Text("The way out, in order (each step on the state the one before leaves):"))
+    for n, step in enumerate(found.steps, 1):
         con.print(Text(f"  {n}. {step.text}"))
         if step.command:
             con.print(Text(f"       {step.command}"))
+    for alternative in found.alternatives:
+        con.print(Text(f"  Or, changing the request: {alternative.text}"))
+        con.print(Text(f"       {alternative.command}"))
 
 
-@explain.command("provider")
-@click.argument("uuid")
+def retry_command(uuid: str, resources: tuple[tuple[str, dict], ...]) -> str:
+    """The `tally provider inventory set` that makes the change asked, field by field."""
+    words = ["tally", "provider", "inventory", "set", uuid, "--amend"]
+    for rc, fields in resources:
+        for name, value in fields.items():
+            words += ["--resource", f"{rc}:{name}={value}"]
+    return shlex.join(words)
+
+
+@explain.command("provider", cls=ScriptCommand)
+@click.argument("uuid", type=PROVIDER)
 @resource_option("The change, as for `tally provider inventory set --amend` (repeatable).")
+@click.option(
+    "--stuck-after",
+    type=Duration(),
+    default="1h",
+    show_default=True,
+    help="A move not finished this long after its last update is stuck.",
+)
 @output_options
 @pass_context
-def provider(ctx: Context, out: Output, uuid: str, resources: tuple) -> None:
+def provider(
+    ctx: Context, out: Output, uuid: str, resources: tuple, stuck_after: dt.timedelta
+) -> None:
     """Why changing provider UUID's inventory would be refused, who holds the
     capacity (each consumer classified as by `tally audit`), and the ordered plan
-    that makes it succeed. Exit 1 when it would be refused."""
+    that makes it succeed, each step with its command, the last one retrying the
+    change (`-f json`: `steps`, then `alternatives` apart). Exit 1 when refused."""
     current = ctx.client.inventories(uuid)["inventories"]
     asked = asked_inventories(current, resources, amend=True)
-    found = explain_change(ctx.client, compute(ctx), uuid, asked)
+    retry = retry_command(uuid, resources)
+    found = explain_change(ctx.client, ctx.compute, uuid, asked, retry, stuck_after)
     render(out, found)
+    notes(ctx.compute)
     if found.refused:
         raise click.exceptions.Exit(1)
 

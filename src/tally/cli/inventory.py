@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from tally.cli.context import Context, Output, output_options, pass_context
+from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
 from tally.cli.inventory_report import render_check
 from tally.clients.errors import PlacementError
 from tally.clients.placement import PlacementClient
@@ -127,7 +127,7 @@ def inventory() -> None:
 
 
 @inventory.command("list")
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @output_options
 @pass_context
 def list_(ctx: Context, out: Output, uuid: str) -> None:
@@ -137,7 +137,7 @@ def list_(ctx: Context, out: Output, uuid: str) -> None:
 
 
 @inventory.command("show")
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @click.argument("resource_class")
 @output_options
 @pass_context
@@ -151,7 +151,7 @@ def show(ctx: Context, out: Output, uuid: str, resource_class: str) -> None:
 
 
 @inventory.command("set", epilog=PRECHECK_HELP)
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @resource_option(
     "An inventory: `VCPU=32` (total), `VCPU=32:8` (total 32, reserved 8), or one "
     "field: `VCPU:reserved=8`, `VCPU:allocation_ratio=16` (fields: " + ", ".join(FIELDS) + "). "
@@ -186,7 +186,7 @@ def set_(
 
 
 @inventory.command("delete", epilog=PRECHECK_HELP)
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @click.option(
     "--resource-class",
     help="Delete only this class; without it every inventory of the provider is "

@@ -15,8 +15,10 @@ UPSTREAM_NOTE = (
 )
 
 
-def render_check(out: Output, check: InventoryCheck) -> None:
-    """The refusal as a report (table format) or as data (-f json|yaml|value)."""
+def render_check(out: Output, check: InventoryCheck, plan_follows: bool = False) -> None:
+    """The refusal as a report (table format) or as data (-f json|yaml|value). With
+    `plan_follows` (tally explain) only the verdict: who holds it and what to do
+    come from the audit."""
     if out.fmt in ("json", "yaml"):
         out.dump(check.as_dict())
         return
@@ -32,6 +34,13 @@ def render_check(out: Output, check: InventoryCheck) -> None:
         con.print(Text(f"The server refused the change to resource provider {named}:"))
         lines = [line.strip() for line in check.server_detail.splitlines() if line.strip()]
         con.print(Text("\n".join(f"  {line}" for line in lines)))
+    elif plan_follows:
+        con.print(
+            Text(
+                f"The change would be refused: it would leave resource provider {named} "
+                "without the capacity its consumers hold."
+            )
+        )
     else:
         con.print(
             Text(
@@ -43,6 +52,8 @@ def render_check(out: Output, check: InventoryCheck) -> None:
     for change in check.refused:
         out_table.add_row(change.resource_class, str(change.used), _asked(change), str(change.gap))
     con.print(out_table)
+    if plan_follows:
+        return
     for change in check.refused:
         _holders(out, change)
     con.print(Text("What resolves it:"))

@@ -1,10 +1,9 @@
 """`tally lab ...`: drive the lab cloud of a running `tally serve` through its compute
-API (`--url` is the Tally server; compute is at URL/compute/v2.1, or `--compute-url`;
-`--os-cloud` finds it in the catalog)."""
+API (`--url` is the Tally server; compute is at URL/compute/v2.1, or the global
+`--compute-url`; `--os-cloud` finds it in the catalog)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
 
@@ -12,9 +11,7 @@ import click
 
 from tally.cli.context import Context, Output, output_options, pass_context
 from tally.clients.compute import ComputeClient
-from tally.clients.placement import DEFAULT_URL, NOAUTH_ADMIN_TOKEN
 
-COMPUTE_URL = "tally.compute_url"
 FAULTS = ("delete-while-down", "migration-error", "migration-hang", "service-delete", "evacuation")
 DEMO_FLAVORS = (  # id, name, vcpus, ram (MB), disk (GB)
     ("1", "m1.tiny", 1, 512, 1),
@@ -58,24 +55,8 @@ HOST_OPTIONS = (  # option, setting, type
 
 
 def compute(ctx: Context) -> ComputeClient:
-    """The compute client of this run (made once; tests may set `ctx.compute`)."""
-    client = getattr(ctx, "compute", None)
-    if client is None:
-        url = click.get_current_context().find_root().meta.get(COMPUTE_URL)
-        token = ctx.token or NOAUTH_ADMIN_TOKEN
-        if url or ctx.url:
-            client = ComputeClient(url or f"{ctx.url.rstrip('/')}/compute/v2.1", token=token)
-        elif ctx.cloud or os.environ.get("OS_AUTH_URL"):
-            from tally.clients.cloud import cloud_connection
-
-            found = cloud_connection(
-                ctx.cloud, region_name=ctx.region, interface=ctx.interface, service_type="compute"
-            )
-            client = ComputeClient(**found)
-        else:
-            client = ComputeClient(f"{DEFAULT_URL}/compute/v2.1", token=token)
-        ctx.compute = client
-    return client
+    """The compute client of this run (see `Context.compute`)."""
+    return ctx.compute
 
 
 def host_options(f: Callable) -> Callable:
@@ -95,15 +76,8 @@ def server_row(server: dict[str, Any]) -> dict[str, Any]:
 
 
 @click.group()
-@click.option(
-    "--compute-url",
-    envvar="TALLY_COMPUTE_URL",
-    help="Compute endpoint (env TALLY_COMPUTE_URL; default URL/compute/v2.1).",
-)
-@click.pass_context
-def lab(ctx: click.Context, compute_url: str | None) -> None:
+def lab() -> None:
     """The lab cloud: compute hosts, servers, moves and faults on demand."""
-    ctx.find_root().meta[COMPUTE_URL] = compute_url
 
 
 @lab.command("up")
@@ -256,7 +230,8 @@ def migrate(ctx: Context, out: Output, server: str, cold: bool, host: str | None
         else {"os-migrateLive": {"host": host, "block_migration": "auto"}}
     )
     client.post(f"/servers/{server}/action", action)
-    newest = client.get("/os-migrations", {"instance_uuid": server})["migrations"][0]
+    found = client.get("/os-migrations", {"instance_uuid": server})["migrations"]
+    newest = max(found, key=lambda m: m["id"])  # the order is Nova's to choose
     out.record(newest, MIGRATION_FIELDS)
     if newest["status"] == "error":
         raise click.exceptions.Exit(1)
@@ -284,7 +259,9 @@ def tracker(ctx: Context, out: Output, host: str | None) -> None:
 
 @lab.command("break")
 @click.argument("kind", type=click.Choice(FAULTS))
-@click.option("--server", help="The server to break (default: the oldest ACTIVE one).")
+@click.option(
+    "--server", help="The server to break (default: the oldest not yet involved in a fault)."
+)
 @click.option("--host", help="The host (service-delete) or where to pick the server.")
 @click.option("--target", help="Destination host of the move (migration-*, evacuation).")
 @output_options
@@ -301,3 +278,21 @@ def break_(
     out.record(report, ["kind", "server", "migration", "migration_status", "host", "providers"])
     click.echo("Consumers left holding allocations:")
     out.rows(("consumer", "consumer_type", "allocations"), report["held"])
+
+
+@lab.command("reset")
+@output_options
+@pass_context
+def reset(ctx: Context, out: Output) -> None:
+    """Empty the lab (servers, migrations, hosts, flavors) and remove its allocations and
+    providers from Placement; `tally lab up` builds it again."""
+    done = compute(ctx).post("/os-lab/reset")["reset"]
+    if out.fmt != "table":
+        out.dump(done)
+        return
+    click.echo(
+        f"Lab reset: removed {done['servers']} servers, {done['migrations']} migrations, "
+        f"{done['hosts']} hosts and {done['flavors']} flavors; in Placement, released "
+        f"{len(done['consumers_released'])} consumers and deleted "
+        f"{len(done['providers_deleted'])} resource providers."
+    )

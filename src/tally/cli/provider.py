@@ -8,7 +8,7 @@ import click
 
 from tally.cli.aggregate import aggregate
 from tally.cli.allocation import allocation
-from tally.cli.context import Context, Output, output_options, pass_context
+from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
 from tally.cli.filters import member_of_params, required_params, resources_param
 from tally.cli.inventory import inventory
 from tally.cli.trait import provider_trait
@@ -85,7 +85,7 @@ def list_(ctx: Context, out: Output, **filters: Any) -> None:
 
 
 @provider.command("show")
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @click.option(
     "--allocations", is_flag=True, help="Also show what each consumer holds on the provider."
 )
@@ -119,7 +119,7 @@ def create(ctx: Context, out: Output, name: str, uuid: str | None, parent_provid
 
 
 @provider.command("set")
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @click.option("--name", help="The new name (default: keep the name).")
 @click.option(
     "--parent-provider",
@@ -138,7 +138,7 @@ def set_(ctx: Context, out: Output, uuid: str, name: str | None, parent_provider
 
 
 @provider.command("delete")
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @pass_context
 def delete(ctx: Context, uuid: str) -> None:
     """Delete resource provider UUID (refused while it holds allocations or has children)."""

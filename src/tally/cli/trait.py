@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tally.cli.context import Context, Output, output_options, pass_context
+from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
 
 TRAITS_NEED = "1.6"
 
@@ -68,7 +68,7 @@ def provider_trait() -> None:
 
 
 @provider_trait.command("list")
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @output_options
 @pass_context
 def provider_list(ctx: Context, out: Output, uuid: str) -> None:
@@ -78,7 +78,7 @@ def provider_list(ctx: Context, out: Output, uuid: str) -> None:
 
 
 @provider_trait.command("set")
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @click.option("--trait", "traits", multiple=True, help="A trait; repeat for several.")
 @output_options
 @pass_context
@@ -92,7 +92,7 @@ def provider_set(ctx: Context, out: Output, uuid: str, traits: tuple[str, ...]) 
 
 
 @provider_trait.command("delete")
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @pass_context
 def provider_delete(ctx: Context, uuid: str) -> None:
     """Remove every trait from provider UUID."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tally.cli.context import Context, Output, output_options, pass_context
+from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
 from tally.doctor.inventory_check import capacity
 
 
@@ -14,7 +14,7 @@ def provider_usage() -> None:
 
 
 @provider_usage.command("show")
-@click.argument("uuid")
+@click.argument("uuid", type=PROVIDER)
 @output_options
 @pass_context
 def provider_show(ctx: Context, out: Output, uuid: str) -> None:

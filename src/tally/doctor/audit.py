@@ -1,94 +1,71 @@
-"""Who holds allocations, and should they? The audit, over the public APIs only.
+"""Are the books true? The audit compares Placement with the compute API.
 
-Every consumer holding allocations (on one provider, or everywhere) is classified
-against the compute API:
+Every consumer holding allocations (on one provider, or everywhere), and every
+server that should hold some, gets one class:
 
-  live               a server that exists, holding its own host (or moving)
-  migrating          the uuid of a move still in progress (never an orphan)
+  live               a server holding exactly its host's provider tree (or moving)
+  migrating          the hold of a move still in progress
+  stuck-migration    a move not finished after `stuck_after` (from its updated_at)
   orphan             no server, no migration: deleted uncleanly
-  stale-migration    the uuid of a migration that is over (completed, error, ...)
-  double-allocation  a server whose holds (its own, and those of its finished
-                     migrations) span more than one compute root, with no move going
-  leaked-host        a server whose allocations sit on a provider no compute service
-                     reports any more (the service was deleted without draining)
+  stale-migration    the hold of a move that is over (completed, error, ...)
+  double-allocation  a server holding its host and another compute node, no move going
+  misplaced          a server holding a node that is not its host's, and not its host
+  unallocated        a server on a host holding nothing at all (heal's work)
+  leaked-host        a server holding a provider no compute service reports
+  unverified         (compute < 2.59) a hold that no server or listed move explains
 
-All resource classes count, sharing providers too (they are not compute roots).
-
-The reads: Placement's providers (with roots and the sharing ones) and each
-provider's allocations; the compute API's servers, migrations and hypervisors,
-each listed once, paged. No per-consumer request, so a large cloud is fast.
-`remove` frees orphans and stale migration holds (and, on a named provider that
-is not the server's host, a double allocation's extra part; on a named leaked
-provider, what servers hold there, then the provider itself, so the re-created
-compute service can report its own), writing the rest of each consumer back
-with its consumer generation.
+`remove` frees what is safe to free without the compute API: orphans and stale
+migration holds, the part of a double allocation off the server's host, and what
+servers hold on a leaked provider, which is then deleted; each consumer's rest is
+written back with its consumer generation. Misplaced and unallocated servers are
+heal's; stuck moves are the compute API's (abort or confirm).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+import datetime as dt
 from typing import Any
 
+from tally.clients import allocations as allocs
+from tally.clients.allocations import Allocations
 from tally.clients.compute import ComputeClient
-from tally.clients.errors import PlacementError
+from tally.clients.errors import ClientError
 from tally.clients.placement import PlacementClient
-
-LIVE = "live"
-MIGRATING = "migrating"
-ORPHAN = "orphan"
-STALE_MIGRATION = "stale-migration"
-DOUBLE_ALLOCATION = "double-allocation"
-LEAKED_HOST = "leaked-host"
-FINDINGS = (ORPHAN, STALE_MIGRATION, DOUBLE_ALLOCATION, LEAKED_HOST)
-REMOVABLE = (ORPHAN, STALE_MIGRATION)
-# a migration in one of these is over: what it still holds is left behind
-MIGRATION_OVER = (
-    "completed",
-    "confirmed",
-    "reverted",
-    "cancelled",
-    "aborted",
-    "error",
-    "failed",
-    "done",
+from tally.doctor.cloud import (
+    NOTHING_HELD,
+    Books,
+    Cloud,
+    Progress,
+    consumer_holdings,
+    host_provider,
+    read_books,
+    read_cloud,
 )
-SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
-PAGE = 1000
 
-Progress = Callable[[int, int], None]
-Allocations = dict[str, dict[str, int]]  # provider -> {class: amount}
-
-
-def held_by(allocations: Mapping[str, Mapping[str, Any]]) -> Allocations:
-    """A consumer's allocations as Placement returns them, as provider -> resources."""
-    return {rp: dict(a["resources"]) for rp, a in allocations.items()}
-
-
-def allocations_body(
-    held: Allocations, generation: int | None, project_id: str | None, user_id: str | None
-) -> dict[str, Any]:
-    """The PUT /allocations/{consumer} body (1.28+) writing `held`."""
-    return {
-        "allocations": {rp: {"resources": r} for rp, r in held.items()},
-        "consumer_generation": generation,
-        "project_id": project_id,
-        "user_id": user_id,
-    }
+LIVE, MIGRATING, STUCK = "live", "migrating", "stuck-migration"
+ORPHAN, STALE_MIGRATION = "orphan", "stale-migration"
+DOUBLE_ALLOCATION, MISPLACED, UNALLOCATED = "double-allocation", "misplaced", "unallocated"
+LEAKED_HOST, UNVERIFIED = "leaked-host", "unverified"
+KINDS = (LIVE, MIGRATING, STUCK, ORPHAN, STALE_MIGRATION, DOUBLE_ALLOCATION, MISPLACED)
+KINDS += (UNALLOCATED, LEAKED_HOST, UNVERIFIED)
+FINDINGS = KINDS[2:]
+STUCK_AFTER = dt.timedelta(hours=1)
 
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """One consumer and its class."""
+    """One consumer (or allocation-less server) and its class."""
 
     consumer_uuid: str
     kind: str
     allocations: Allocations
     reason: str
-    server: str | None = None  # the instance (of a migration consumer, its instance)
+    server: str | None = None  # the instance (of a migration, its instance)
     host: str | None = None  # the server's compute host
-    migration_status: str | None = None
-    migration_id: int | str | None = None  # the compute API's id of a migration
+    host_provider: str | None = None  # the root provider of that host, if any
+    migration_id: int | str | None = None  # the compute API's id of the move
+    fix: str | None = None  # the command that resolves it
 
     @property
     def problem(self) -> bool:
@@ -96,11 +73,14 @@ class Finding:
 
 
 @dataclasses.dataclass(frozen=True)
-class Removal:
-    consumer_uuid: str
+class Write:
+    """One write of `remove`: free part of a consumer, or delete a provider."""
+
+    target: str  # consumer or provider uuid
     kind: str
     freed: Allocations  # provider -> what is (or would be) removed there
     kept: Allocations
+    delete_provider: bool = False
     applied: bool = False
     error: str | None = None
 
@@ -108,217 +88,28 @@ class Removal:
 @dataclasses.dataclass(frozen=True)
 class Audit:
     consumers: tuple[Finding, ...]
-    providers: dict[str, str]  # uuid -> name of every provider seen
+    books: Books
+    cloud: Cloud
     leaked_providers: tuple[str, ...] = ()  # roots no compute service reports
     provider: str | None = None  # the one audited, if only one
-    removals: tuple[Removal, ...] = ()
-    deleted_provider: str | None = None  # the leaked provider, deleted once emptied
+    writes: tuple[Write, ...] = ()
 
     @property
     def findings(self) -> tuple[Finding, ...]:
         return tuple(c for c in self.consumers if c.problem)
 
     @property
-    def clean(self) -> bool:
-        failed = any(r.error for r in self.removals)
-        done = self.removals and all(r.applied for r in self.removals)
-        return not failed and (not self.findings or bool(done) and self._only_removable())
-
-    def _only_removable(self) -> bool:
-        return all(removable(self, f) for f in self.findings)
+    def all_fixed(self) -> bool:
+        """Everything found was fixed by the writes applied."""
+        fixed = {w.target for w in self.writes if w.applied}
+        wanted = {f.consumer_uuid for f in self.findings} | set(self.leaked_providers)
+        return bool(wanted) and wanted <= fixed and not any(w.error for w in self.writes)
 
     def counts(self) -> dict[str, int]:
-        found = {kind: 0 for kind in (LIVE, MIGRATING, *FINDINGS)}
+        found = dict.fromkeys(KINDS, 0)
         for consumer in self.consumers:
             found[consumer.kind] += 1
         return found
-
-    def as_dict(self) -> dict[str, Any]:
-        data = dataclasses.asdict(self)
-        data["counts"] = self.counts()
-        data["clean"] = self.clean
-        return data
-
-
-@dataclasses.dataclass
-class Cloud:
-    """What the compute API says: servers, migrations, compute nodes."""
-
-    servers: dict[str, dict[str, Any]]  # uuid -> {host, status}
-    migrations: dict[str, dict[str, Any]]  # migration uuid -> {status, instance_uuid, ...}
-    hypervisors: dict[str, str]  # provider uuid (or id) -> hostname
-
-    def reports(self, provider: str, name: str | None) -> bool:
-        """Is this root a compute node the compute API knows? By uuid (hypervisor ids
-        are provider uuids from compute 2.53); by name only with older integer ids,
-        since a re-created service has a new node uuid under the same name."""
-        if any("-" in rp for rp in self.hypervisors):
-            return provider in self.hypervisors
-        return name in self.hypervisors.values()
-
-    def active_moves(self, server: str) -> list[dict[str, Any]]:
-        return [
-            m
-            for m in self.migrations.values()
-            if m.get("instance_uuid") == server and m.get("status") not in MIGRATION_OVER
-        ]
-
-    def stale_moves(self, server: str) -> list[str]:
-        return [
-            uuid
-            for uuid, m in self.migrations.items()
-            if m.get("instance_uuid") == server and m.get("status") in MIGRATION_OVER
-        ]
-
-
-# ---------------------------------------------------------------- reads
-
-
-def paged(compute: ComputeClient, path: str, key: str, params: dict[str, Any]) -> list[dict]:
-    found: list[dict] = []
-    marker = None
-    while True:
-        page = compute.get(
-            path, {**params, "limit": PAGE, **({"marker": marker} if marker else {})}
-        )
-        items = page.get(key) or []
-        found += items
-        more = f"{key}_links" in page or len(items) >= PAGE  # a server's limit may be lower
-        if not items or not more:
-            return found
-        marker = items[-1].get("uuid") or items[-1].get("id")
-
-
-def read_cloud(compute: ComputeClient) -> Cloud:
-    servers = paged(compute, "/servers/detail", "servers", {"all_tenants": 1})
-    migrations = paged(compute, "/os-migrations", "migrations", {})
-    hypervisors = compute.get("/os-hypervisors").get("hypervisors") or []
-    return Cloud(
-        servers={
-            s["id"]: {"host": s.get("OS-EXT-SRV-ATTR:host"), "status": s.get("status")}
-            for s in servers
-        },
-        migrations={m["uuid"]: m for m in migrations if m.get("uuid")},
-        hypervisors={str(h["id"]): h["hypervisor_hostname"] for h in hypervisors},
-    )
-
-
-def read_holdings(
-    placement: PlacementClient, provider: str | None, progress: Progress | None = None
-) -> tuple[dict[str, Allocations], dict[str, dict[str, Any]], set[str]]:
-    """(consumer -> its allocations, provider uuid -> {name, root}, sharing uuids).
-    Audited all at once, each provider's allocations are read; for one provider,
-    each of its consumers' allocations."""
-    providers = {
-        p["uuid"]: {"name": p.get("name"), "root": p.get("root_provider_uuid") or p["uuid"]}
-        for p in placement.get("/resource_providers")["resource_providers"]
-    }
-    sharing: set[str] = set()
-    if placement.at_least("1.18"):
-        found = placement.get("/resource_providers", {"required": SHARING_TRAIT})
-        sharing = {p["uuid"] for p in found["resource_providers"]}
-    held: dict[str, Allocations] = {}
-    if provider is None:
-        for n, rp in enumerate(providers, 1):
-            for consumer, resources in placement.provider_allocations(rp).items():
-                held.setdefault(consumer, {})[rp] = resources
-            if progress:
-                progress(n, len(providers))
-        return held, providers, sharing
-    consumers = list(placement.provider_allocations(provider))
-    for n, consumer in enumerate(consumers, 1):
-        held[consumer] = held_by(placement.consumer_allocations(consumer)["allocations"])
-        if progress:
-            progress(n, len(consumers))
-    return held, providers, sharing
-
-
-# ---------------------------------------------------------------- classification
-
-
-def classify(
-    held: dict[str, Allocations],
-    cloud: Cloud,
-    providers: dict[str, dict[str, Any]],
-    sharing: Iterable[str] = (),
-    related: dict[str, Allocations] | None = None,
-) -> list[Finding]:
-    """Each consumer's class, from its allocations and the compute API's view.
-    `related` holds the allocations of other consumers (finished migrations of
-    these servers) that count towards a double allocation without being listed."""
-    sharing = set(sharing)
-    everything = {**(related or {}), **held}
-
-    def root(rp: str) -> str:
-        return (providers.get(rp) or {}).get("root") or rp
-
-    def reported(rp_root: str) -> bool:
-        return cloud.reports(rp_root, (providers.get(rp_root) or {}).get("name"))
-
-    def compute_roots(allocations: Allocations) -> set[str]:
-        return {root(rp) for rp in allocations if root(rp) not in sharing}
-
-    found = []
-    for consumer, allocations in sorted(held.items()):
-        migration = cloud.migrations.get(consumer)
-        server = cloud.servers.get(consumer)
-        if migration is not None:
-            status = migration.get("status")
-            kind, why = (
-                (STALE_MIGRATION, f"migration is {status}: its hold was never released")
-                if status in MIGRATION_OVER
-                else (MIGRATING, f"migration in progress ({status})")
-            )
-            found.append(
-                Finding(
-                    consumer,
-                    kind,
-                    allocations,
-                    why,
-                    server=migration.get("instance_uuid"),
-                    migration_status=status,
-                    migration_id=migration.get("id"),
-                )
-            )
-            continue
-        if server is None:
-            found.append(Finding(consumer, ORPHAN, allocations, "no server, no migration"))
-            continue
-        host = server.get("host")
-        roots = compute_roots(allocations)
-        gone = sorted(r for r in roots if not reported(r))
-        for stale in cloud.stale_moves(consumer):
-            roots |= compute_roots(everything.get(stale, {}))
-        moving = cloud.active_moves(consumer)
-        if gone:
-            kind, why = (
-                LEAKED_HOST,
-                "holds a provider no compute service reports: "
-                + ", ".join(_name(providers, r) for r in gone),
-            )
-        elif len(roots) > 1 and not moving:
-            names = ", ".join(sorted(_name(providers, r) for r in roots))
-            kind, why = DOUBLE_ALLOCATION, f"held on {names} with no move in progress"
-        else:
-            kind, why = LIVE, "server moving" if moving else f"server on {host}"
-        move = moving[0] if moving and kind == LIVE else {}
-        found.append(
-            Finding(
-                consumer,
-                kind,
-                allocations,
-                why,
-                server=consumer,
-                host=host,
-                migration_status=move.get("status"),
-                migration_id=move.get("id"),
-            )
-        )
-    return found
-
-
-def _name(providers: dict[str, dict[str, Any]], rp: str) -> str:
-    return (providers.get(rp) or {}).get("name") or rp
 
 
 def audit(
@@ -326,97 +117,248 @@ def audit(
     compute: ComputeClient,
     provider: str | None = None,
     progress: Progress | None = None,
+    stuck_after: dt.timedelta = STUCK_AFTER,
+    now: dt.datetime | None = None,
 ) -> Audit:
-    """Classify every consumer (or those on `provider`)."""
+    """Classify every consumer (or those on `provider`, and the servers of its host)."""
     cloud = read_cloud(compute)
-    held, providers, sharing = read_holdings(placement, provider, progress)
-    related = {}
-    if provider is not None:  # a server's finished migrations may hold elsewhere
-        stales = [s for c in held if c in cloud.servers for s in cloud.stale_moves(c)]
-        for stale in dict.fromkeys(s for s in stales if s not in held):
-            related[stale] = held_by(placement.consumer_allocations(stale)["allocations"])
-    found = classify(held, cloud, providers, sharing, related)
-    in_use = {_root(providers, rp) for allocations in held.values() for rp in allocations}
-    leaked = sorted(
-        r
-        for r in in_use
-        if r in providers and r not in sharing and not cloud.reports(r, providers[r]["name"])
-    )
-    return Audit(
-        consumers=tuple(found),
-        providers={rp: p["name"] for rp, p in providers.items()},
-        leaked_providers=tuple(leaked),
-        provider=provider,
-    )
+    books = read_books(placement, provider, progress)
+    judge = _Judge(cloud, books, placement, stuck_after, now or dt.datetime.now(dt.UTC))
+    if provider is not None:  # also the servers of its host, and those of its moves
+        related = [s.id for s in cloud.servers.values() if judge.host_provider(s) == provider]
+        related += [m.server for m in cloud.migrations if m.uuid in books.holdings]
+        for server in dict.fromkeys(s for s in related if s not in books.holdings):
+            if held := consumer_holdings(placement, server):
+                books.holdings[server] = held
+    found = [judge.consumer(c, a) for c, a in sorted(books.holdings.items())]
+    for server in cloud.servers.values():
+        if server.id in books.holdings or not server.host or server.status in NOTHING_HELD:
+            continue
+        rp = judge.host_provider(server)
+        if provider is None or rp == provider:
+            found.append(judge.unallocated(server, rp))
+    in_use = {books.root(rp) for held in books.holdings.values() for rp in held}
+    leaked = sorted(r for r in in_use if r in books.providers and not judge.reported(r))
+    return Audit(tuple(found), books, cloud, tuple(leaked), provider)
 
 
-def _root(providers: dict[str, dict[str, Any]], rp: str) -> str:
-    return (providers.get(rp) or {}).get("root") or rp
+class _Judge:
+    def __init__(
+        self,
+        cloud: Cloud,
+        books: Books,
+        placement: PlacementClient,
+        stuck_after: dt.timedelta,
+        now: dt.datetime,
+    ) -> None:
+        self.cloud, self.books, self.placement = cloud, books, placement
+        self.stuck_after, self.now = stuck_after, now
+
+    def host_provider(self, server: Any) -> str | None:
+        return host_provider(self.cloud, self.books, server)
+
+    def reported(self, root: str) -> bool:
+        """Is this root a compute node the compute API lists? By uuid from 2.53; by
+        name before (a re-created service has a new node uuid under the same name)."""
+        if root in self.books.sharing:
+            return True
+        if any(self.cloud.nodes.values()):
+            return root in self.cloud.nodes.values()
+        return self.books.name(root) in self.cloud.nodes
+
+    def consumer(self, consumer: str, held: Allocations) -> Finding:
+        migration = self.cloud.migration(consumer) or self._matched_migration(consumer, held)
+        if migration is not None:
+            return self.move(consumer, held, migration)
+        server = self.cloud.servers.get(consumer)
+        if server is not None:
+            return self.server(server, held)
+        if self.cloud.migrations and not any(m.uuid for m in self.cloud.migrations):
+            kind = self._consumer_type(consumer)
+            if kind not in ("INSTANCE", None):
+                reason = f"a {kind} hold no listed move explains (compute lists no uuids)"
+                return Finding(consumer, UNVERIFIED, held, reason)
+        return Finding(consumer, ORPHAN, held, "no server, no migration", fix=self._free(held))
+
+    def move(self, consumer: str, held: Allocations, m: Any) -> Finding:
+        server = self.cloud.servers.get(m.server)
+        common = {"server": m.server, "migration_id": m.id}
+        if server is not None:
+            common.update(host=server.host, host_provider=self.host_provider(server))
+        if m.over:
+            why = f"migration {m.id} is {m.status}: its hold was never released"
+            if server is not None and self._takes_back(server, held):
+                fix = f"tally heal --instance {server.id} --apply"  # takes this hold back
+            else:
+                fix = self._free(held)
+            return Finding(consumer, STALE_MIGRATION, held, why, fix=fix, **common)
+        age = self.now - m.updated_at if m.updated_at else None
+        if age is not None and age > self.stuck_after:
+            why = f"migration {m.id} ({m.kind or 'move'}) {m.status} for {_duration(age)}"
+            return Finding(consumer, STUCK, held, why, fix=settle_command(m), **common)
+        return Finding(consumer, MIGRATING, held, f"migration {m.id} {m.status}", **common)
+
+    def server(self, server: Any, held: Allocations) -> Finding:
+        host_rp = self.host_provider(server)
+        roots = self.books.compute_roots(held)
+        gone = sorted(r for r in roots if not self.reported(r))
+        common = {"server": server.id, "host": server.host, "host_provider": host_rp}
+        moving = self.cloud.moves_of(server.id, over=False)
+        names = ", ".join(sorted(self.books.name(r) for r in roots))
+        if gone:
+            where = ", ".join(self.books.name(r) for r in gone)
+            why = f"holds {where}, which no compute service reports (its service was deleted)"
+            return Finding(server.id, LEAKED_HOST, held, why, fix=self._free(held, gone), **common)
+        if moving:
+            return Finding(server.id, LIVE, held, f"moving ({moving[0].status})", **common)
+        if host_rp is None or host_rp not in roots:
+            why = f"held on {names}, but it runs on {server.host}"
+            fix = f"tally heal --instance {server.id} --apply"
+            return Finding(server.id, MISPLACED, held, why, fix=fix, **common)
+        if len(roots) > 1:
+            why = f"held on {names} with no move in progress; it runs on {server.host}"
+            extra = sorted(roots - {host_rp})
+            return Finding(
+                server.id, DOUBLE_ALLOCATION, held, why, fix=self._free(held, extra), **common
+            )
+        return Finding(server.id, LIVE, held, f"server on {server.host}", **common)
+
+    def unallocated(self, server: Any, host_rp: str | None) -> Finding:
+        why = f"{server.status} on {server.host} but holds nothing"
+        if host_rp is None:
+            why += f" (and {server.host} has no resource provider: its compute service is gone)"
+        fix = f"tally heal --instance {server.id} --apply"
+        return Finding(server.id, UNALLOCATED, {}, why, server.id, server.host, host_rp, fix=fix)
+
+    def _takes_back(self, server: Any, stale: Allocations) -> bool:
+        """Will heal give this stale hold back to its server? When the server holds
+        nothing on its host and the stale hold is there (a failed move's source)."""
+        host_rp = self.host_provider(server)
+        own = self.books.holdings.get(server.id, {})
+        return (
+            host_rp is not None
+            and host_rp not in self.books.compute_roots(own)
+            and host_rp in self.books.compute_roots(stale)
+        )
+
+    def _free(self, held: Allocations, roots: list[str] | None = None) -> str:
+        """The audit command freeing a consumer's part on (the first of) `roots`."""
+        rps = [rp for rp in held if roots is None or self.books.root(rp) in roots]
+        return f"tally audit --provider {self.books.root(rps[0])} --delete --apply" if rps else ""
+
+    def _consumer_type(self, consumer: str) -> str | None:
+        if not self.placement.at_least("1.38"):
+            return None
+        return self.placement.consumer_allocations(consumer).get("consumer_type")
+
+    def _matched_migration(self, consumer: str, held: Allocations) -> Any:
+        """Before compute 2.59 migrations have no uuid: a MIGRATION consumer is the
+        move of the server with its owner whose source or destination it holds, when
+        exactly one move fits."""
+        if any(m.uuid for m in self.cloud.migrations) or consumer in self.cloud.servers:
+            return None
+        if self._consumer_type(consumer) not in ("MIGRATION", None):
+            return None
+        found = self.placement.consumer_allocations(consumer)
+        owner = (found.get("project_id"), found.get("user_id"))
+        names = {self.books.name(r) for r in self.books.compute_roots(held)}
+        fits = [
+            m
+            for m in self.cloud.migrations
+            if (s := self.cloud.servers.get(m.server)) is not None
+            and (s.project_id, s.user_id) == owner
+            and names & {m.source_host, m.dest_host}
+        ]
+        return fits[0] if len(fits) == 1 else None
+
+
+def settle_command(m: Any) -> str | None:
+    """The compute command that ends a move in flight: confirm a finished resize or
+    cold migration, abort a live migration (compute 2.24)."""
+    if m.status == "finished":
+        return f"openstack server resize confirm {m.server}"
+    if m.kind == "live-migration" and m.status in ("queued", "preparing", "running"):
+        return f"openstack --os-compute-api-version 2.24 server migration abort {m.server} {m.id}"
+    return None
+
+
+def _duration(age: dt.timedelta) -> str:
+    minutes = int(age.total_seconds() // 60)
+    return f"{minutes // 60}h {minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
 
 
 # ---------------------------------------------------------------- removal
 
 
 def remove(placement: PlacementClient, report: Audit, apply: bool = False) -> Audit:
-    """Free orphans and stale migration holds (only their part on `report.provider`
-    when one was audited): with `apply`, each consumer's remaining allocations are
-    written back with the consumer generation just read; otherwise a dry run."""
-    removals = [
-        _remove_one(placement, finding, report.provider, apply)
-        for finding in report.findings
-        if removable(report, finding)
+    """Free what is safe to free (only on `report.provider` when one was audited),
+    then delete the leaked providers left empty: a dry run unless `apply`."""
+    writes = [
+        _free_one(placement, report, f, apply) for f in report.findings if removable(report, f)
     ]
-    deleted = None
-    leaked = report.provider if report.provider in report.leaked_providers else None
-    if apply and leaked and not any(r.error for r in removals):
-        try:  # refused (409) while anything still holds it
-            placement.delete(f"/resource_providers/{leaked}")
-            deleted = leaked
-        except PlacementError:
-            pass
-    return dataclasses.replace(report, removals=tuple(removals), deleted_provider=deleted)
+    scope = [p for p in report.leaked_providers if report.provider in (None, p)]
+    for rp in scope:
+        writes.append(_delete_provider(placement, rp, apply, failed=any(w.error for w in writes)))
+    return dataclasses.replace(report, writes=tuple(writes))
 
 
 def removable(report: Audit, finding: Finding) -> bool:
-    """Orphans and stale migration holds; and the part of a double allocation on
-    the audited provider when it is not the server's host (an evacuation's source)."""
-    if finding.kind in REMOVABLE:
+    if finding.kind == ORPHAN:
         return True
-    if finding.kind == LEAKED_HOST:  # its part on the leaked provider audited
-        return report.provider in report.leaked_providers
-    if finding.kind != DOUBLE_ALLOCATION or report.provider is None:
-        return False
-    others = set(finding.allocations) - {report.provider}
-    here = report.provider in finding.allocations
-    return here and bool(others) and report.providers.get(report.provider) != finding.host
+    if finding.kind == STALE_MIGRATION:  # unless heal takes it back for its server
+        return not (finding.fix or "").startswith("tally heal")
+    if finding.kind in (DOUBLE_ALLOCATION, LEAKED_HOST):
+        return bool(_freed_part(report, finding))
+    return False
 
 
-def _remove_one(
-    placement: PlacementClient, finding: Finding, provider: str | None, apply: bool
-) -> Removal:
-    def split(allocations: Allocations) -> tuple[Allocations, Allocations]:
-        freed = {rp: r for rp, r in allocations.items() if provider in (None, rp)}
-        return freed, {rp: r for rp, r in allocations.items() if rp not in freed}
+def _freed_part(report: Audit, finding: Finding) -> Allocations:
+    books, scope = report.books, report.provider
+    if finding.kind in (ORPHAN, STALE_MIGRATION):
+        wanted = set(finding.allocations)
+    elif finding.kind == LEAKED_HOST:
+        leaked = set(report.leaked_providers)
+        wanted = {rp for rp in finding.allocations if books.root(rp) in leaked}
+    else:  # a double allocation: what is off its host's tree (sharing providers stay)
+        wanted = {
+            rp
+            for rp in finding.allocations
+            if books.root(rp) != finding.host_provider and books.root(rp) not in books.sharing
+        }
+    return {
+        rp: r
+        for rp, r in finding.allocations.items()
+        if rp in wanted and scope in (None, rp, books.root(rp))
+    }
 
-    freed, kept = split(finding.allocations)
+
+def _free_one(placement: PlacementClient, report: Audit, finding: Finding, apply: bool) -> Write:
+    freed = _freed_part(report, finding)
+    kept = {rp: r for rp, r in finding.allocations.items() if rp not in freed}
+    write = Write(finding.consumer_uuid, finding.kind, freed, kept)
     if not apply:
-        return Removal(finding.consumer_uuid, finding.kind, freed, kept)
+        return write
+
+    def drop(current: allocs.Consumer) -> allocs.Consumer:
+        rest = {rp: r for rp, r in current.allocations.items() if rp not in freed}
+        return dataclasses.replace(current, allocations=rest)
+
     try:
         placement.require("1.28", "removing allocations with the consumer generation")
-        current = placement.consumer_allocations(finding.consumer_uuid)
-        freed, kept = split(held_by(current["allocations"]))
-        body = allocations_body(
-            kept,
-            current.get("consumer_generation"),
-            current.get("project_id"),
-            current.get("user_id"),
-        )
-        if placement.at_least("1.38"):
-            body["consumer_type"] = current.get("consumer_type") or (
-                "MIGRATION" if finding.kind == STALE_MIGRATION else "INSTANCE"
-            )
-        if freed:
-            placement.put(f"/allocations/{finding.consumer_uuid}", body)
-    except PlacementError as exc:
-        return Removal(finding.consumer_uuid, finding.kind, freed, kept, error=exc.detail)
-    return Removal(finding.consumer_uuid, finding.kind, freed, kept, applied=True)
+        allocs.update(placement, finding.consumer_uuid, drop)
+    except ClientError as exc:
+        return dataclasses.replace(write, error=str(exc))
+    return dataclasses.replace(write, applied=True)
+
+
+def _delete_provider(placement: PlacementClient, rp: str, apply: bool, failed: bool) -> Write:
+    write = Write(rp, "leaked-provider", {}, {}, delete_provider=True)
+    if not apply:
+        return write
+    if failed:
+        return dataclasses.replace(write, error="not deleted: freeing its allocations failed")
+    try:  # refused (409) while anything still holds it
+        placement.delete(f"/resource_providers/{rp}")
+    except ClientError as exc:
+        return dataclasses.replace(write, error=str(exc))
+    return dataclasses.replace(write, applied=True)

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from tally.clients.placement import PlacementClient
-from tally.doctor.audit import Progress
+from tally.doctor.cloud import Progress
 from tally.doctor.inventory_check import capacity
 
 CLOSEST = 5

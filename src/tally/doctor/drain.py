@@ -13,7 +13,7 @@ from typing import Any
 from tally.clients.compute import ComputeClient, ComputeError
 from tally.clients.errors import ClientError
 from tally.clients.placement import PlacementClient
-from tally.doctor.audit import MIGRATION_OVER, Progress, paged
+from tally.doctor.cloud import MIGRATION_OVER, Progress, paged
 
 REASON = "drained by tally"
 

@@ -1,11 +1,20 @@
-"""Heal allocations: the parity of `nova-manage placement heal_allocations`.
+"""Heal allocations: the parity of `nova-manage placement heal_allocations`, and the
+repair of a server accounted where it does not run.
 
-A server with no allocations gets them from its flavor (VCPU, MEMORY_MB, DISK_GB
-= root + ephemeral + swap rounded up to GB; `resources:CLASS=N` extra specs
-override, 0 removes) on its host's provider. Allocations whose consumer lacks
-its project, user or type (the incomplete consumer of an old microversion) are
-written back completed. `force` rewrites a server's allocations from its flavor
-even when it has some. Every write carries the consumer generation read.
+- create: a server on a host that holds nothing gets its flavor (VCPU, MEMORY_MB,
+  DISK_GB = root + ephemeral + swap rounded up to GB; `resources:CLASS=N` extra specs
+  override, 0 removes) on its host's provider;
+- take back: a server that holds nothing on its host while a finished (or failed)
+  move of it still holds there (a live migration that failed half-way) gets that hold
+  back, and gives up what it holds elsewhere, in one POST /allocations;
+- relocate: a server holding only other hosts gets its flavor on its host instead;
+- complete: allocations whose consumer lacks its project, user or type are written
+  back completed;
+- `force` rewrites a server's allocations from its flavor even when it has some.
+
+A server whose host has no resource provider cannot be healed: its compute service
+was deleted, and must be re-created (or restarted) so it reports its provider again.
+Every write carries the consumer generation read.
 """
 
 from __future__ import annotations
@@ -15,20 +24,39 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from tally.clients import allocations as allocs
 from tally.clients.compute import ComputeClient
-from tally.clients.errors import PlacementError
+from tally.clients.errors import ClientError
 from tally.clients.placement import PlacementClient
-from tally.doctor.audit import Progress, allocations_body, held_by, paged
+from tally.doctor.cloud import (
+    NOTHING_HELD,
+    Books,
+    Cloud,
+    Progress,
+    Server,
+    flavor_of,
+    host_provider,
+    read_books,
+    read_cloud,
+)
 
 INCOMPLETE = "00000000-0000-0000-0000-000000000000"  # Placement's default for a missing id
-CREATE, COMPLETE, REPLACE = "create", "complete", "replace"
+CREATE, TAKE_BACK, RELOCATE, COMPLETE, REPLACE = (
+    "create",
+    "take-back",
+    "relocate",
+    "complete",
+    "replace",
+)
+NO_PROVIDER = "no-provider"
 
 
 @dataclasses.dataclass(frozen=True)
 class Healing:
     server: str
-    action: str  # create | complete | replace
+    action: str  # create | take-back | relocate | complete | replace | no-provider
     allocations: dict[str, dict[str, int]]  # provider -> resources written
+    reason: str = ""
     applied: bool = False
     error: str | None = None
 
@@ -37,18 +65,20 @@ class Healing:
 class HealReport:
     healings: tuple[Healing, ...]
     checked: int
-    skipped: tuple[str, ...] = ()  # servers with no host (or an unknown one)
+    more: bool = False  # --max-count stopped it with servers left unchecked
 
     @property
     def failed(self) -> bool:
         return any(h.error for h in self.healings)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "failed": self.failed}
+    @property
+    def stranded(self) -> tuple[Healing, ...]:
+        """Servers whose host has no provider: nothing to heal them onto."""
+        return tuple(h for h in self.healings if h.action == NO_PROVIDER)
 
 
 def flavor_resources(flavor: Mapping[str, Any]) -> dict[str, int]:
-    """What a server of this flavor (the embedded flavor of compute 2.47+) claims."""
+    """What a server of this flavor claims."""
     wanted = {
         "VCPU": int(flavor.get("vcpus") or 0),
         "MEMORY_MB": int(flavor.get("ram") or 0),
@@ -72,53 +102,119 @@ def heal(
     progress: Progress | None = None,
 ) -> HealReport:
     placement.require("1.28", "healing allocations with the consumer generation")
-    if instance:
-        servers = [compute.get(f"/servers/{instance}")["server"]]
-    else:
-        servers = paged(compute, "/servers/detail", "servers", {"all_tenants": 1})
-    hypervisors = compute.get("/os-hypervisors").get("hypervisors") or []
-    host_rp = {h["hypervisor_hostname"]: str(h["id"]) for h in hypervisors}
+    cloud = read_cloud(compute)
+    books = read_books(placement, None)
+    servers = [s for s in cloud.servers.values() if instance in (None, s.id)]
+    if instance and not servers:
+        raise ClientError(f"no server {instance} in the compute API")
+    healer = _Healer(placement, compute, cloud, books, apply, force)
     healings: list[Healing] = []
-    skipped = []
     for n, server in enumerate(servers, 1):
         if progress:
             progress(n, len(servers))
         if max_count is not None and len(healings) >= max_count:
-            break
-        rp = host_rp.get(server.get("OS-EXT-SRV-ATTR:host") or "")
-        if rp is None:
-            skipped.append(server["id"])
-            continue
-        found = _heal_one(placement, server, rp, apply, force)
-        if found is not None:
-            healings.append(found)
-    return HealReport(tuple(healings), checked=len(servers), skipped=tuple(skipped))
+            return HealReport(tuple(healings), checked=n - 1, more=True)
+        if server.host and server.status not in NOTHING_HELD:
+            found = healer.one(server)
+            if found is not None:
+                healings.append(found)
+    return HealReport(tuple(healings), checked=len(servers))
 
 
-def _heal_one(
-    placement: PlacementClient, server: dict[str, Any], rp: str, apply: bool, force: bool
-) -> Healing | None:
-    current = placement.consumer_allocations(server["id"])
-    held = held_by(current["allocations"])
-    incomplete = INCOMPLETE in (current.get("project_id"), current.get("user_id")) or (
-        placement.at_least("1.38") and current.get("consumer_type") in (None, "unknown")
-    )
-    if not held or force:
-        action = REPLACE if held else CREATE
-        held = {rp: flavor_resources(server.get("flavor") or {})}
-    elif incomplete:
-        action = COMPLETE
-    else:
+class _Healer:
+    def __init__(
+        self,
+        placement: PlacementClient,
+        compute: ComputeClient,
+        cloud: Cloud,
+        books: Books,
+        apply: bool,
+        force: bool,
+    ) -> None:
+        self.placement, self.compute, self.cloud, self.books = placement, compute, cloud, books
+        self.apply, self.force = apply, force
+
+    def one(self, server: Server) -> Healing | None:
+        current = allocs.read(self.placement, server.id)
+        rp = host_provider(self.cloud, self.books, server)
+        roots = self.books.compute_roots(current.allocations)
+        moving = self.cloud.moves_of(server.id, over=False)
+        if rp is None and (not current.allocations or self.force):
+            why = (
+                f"its host {server.host} has no resource provider: its compute service was "
+                "deleted; re-create or restart it so it reports its provider again"
+            )
+            if self.cloud.lab:
+                why += f" (in the lab: tally lab host add {server.host})"
+            return Healing(server.id, NO_PROVIDER, {}, why)
+        if rp is not None and not moving and (self.force or rp not in roots):
+            stale = None if self.force else self._stale_hold_on(server, rp)
+            if stale is not None:
+                return self._take_back(server, current, stale, rp)
+            return self._from_flavor(server, current, rp)
+        if _incomplete(self.placement, current):
+            return self._write(server, COMPLETE, current, current.allocations, "owner missing")
         return None
-    body = allocations_body(
-        held, current.get("consumer_generation"), server.get("tenant_id"), server.get("user_id")
-    )
-    if placement.at_least("1.38"):
-        body["consumer_type"] = "INSTANCE"
-    if not apply:
-        return Healing(server["id"], action, held)
-    try:
-        placement.put(f"/allocations/{server['id']}", body)
-    except PlacementError as exc:
-        return Healing(server["id"], action, held, error=exc.detail)
-    return Healing(server["id"], action, held, applied=True)
+
+    def _stale_hold_on(self, server: Server, rp: str) -> str | None:
+        """A finished move of the server holding its host's tree (its source)."""
+        for m in self.cloud.moves_of(server.id, over=True):
+            held = self.books.holdings.get(m.uuid or "", {})
+            if rp in self.books.compute_roots(held):
+                return m.uuid
+        return None
+
+    def _take_back(self, server: Server, current: allocs.Consumer, stale: str, rp: str) -> Healing:
+        tree = {p for p in self.books.providers if self.books.root(p) == rp}
+        moving = {p: r for p, r in self.books.holdings[stale].items() if p in tree}
+        why = f"takes back what its failed move {stale} holds on {self.books.name(rp)}"
+        healing = Healing(server.id, TAKE_BACK, moving, why)
+        if not self.apply:
+            return healing
+        try:  # one write: the hold comes back, what it held off its host goes
+            on_host = tree.__contains__
+            allocs.move(self.placement, stale, server.id, on_host, "INSTANCE", on_host)
+        except ClientError as exc:
+            return dataclasses.replace(healing, error=str(exc))
+        return dataclasses.replace(healing, applied=True)
+
+    def _from_flavor(self, server: Server, current: allocs.Consumer, rp: str) -> Healing:
+        flavor = flavor_of(self.compute, server)
+        wanted = flavor_resources(flavor)
+        if not wanted:
+            why = f"its flavor {server.flavor.get('id')} is gone: nothing to heal it from"
+            return Healing(server.id, CREATE, {}, why, error=why)
+        action = REPLACE if self.force else RELOCATE if current.allocations else CREATE
+        why = f"{server.flavor.get('original_name') or 'flavor'} on {self.books.name(rp)}"
+        return self._write(server, action, current, {rp: wanted}, why)
+
+    def _write(
+        self, server: Server, action: str, current: allocs.Consumer, held: dict, why: str
+    ) -> Healing:
+        healing = Healing(server.id, action, held, why)
+        if not self.apply:
+            return healing
+        wanted = dataclasses.replace(
+            current,
+            allocations=held,
+            project_id=_known(current.project_id) or server.project_id,
+            user_id=_known(current.user_id) or server.user_id,
+            consumer_type="INSTANCE",
+        )
+        try:
+            allocs.update(self.placement, server.id, lambda _: wanted)
+        except ClientError as exc:
+            return dataclasses.replace(healing, error=str(exc))
+        return dataclasses.replace(healing, applied=True)
+
+
+def _known(value: str | None) -> str | None:
+    return None if value in (None, INCOMPLETE) else value
+
+
+def _incomplete(placement: PlacementClient, current: allocs.Consumer) -> bool:
+    if not current.allocations:
+        return False
+    owner_missing = INCOMPLETE in (current.project_id, current.user_id)
+    typeless = placement.at_least("1.38") and current.consumer_type in (None, "unknown")
+    return owner_missing or typeless

@@ -1,0 +1,56 @@
+"""What makes the doctor's commands safe to script: nova-manage's exit codes (127 for
+bad input), durations on the command line, and summaries on stderr."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from typing import Any
+
+import click
+
+BAD_INPUT = 127
+
+
+class ScriptCommand(click.Command):
+    """A command whose bad input exits 127, as nova-manage's do (click says 2)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:
+            exc.exit_code = BAD_INPUT
+            raise
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.UsageError as exc:
+            exc.exit_code = BAD_INPUT
+            raise
+
+
+class Duration(click.ParamType):
+    """`90s`, `30m`, `1h`, `2d`, or plain seconds."""
+
+    name = "duration"
+    UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "": 1}
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> dt.timedelta:
+        if isinstance(value, dt.timedelta):
+            return value
+        match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*", str(value))
+        if not match:
+            self.fail(f"{value!r} is not a duration like 90s, 30m, 1h or 2d", param, ctx)
+        return dt.timedelta(seconds=float(match.group(1)) * self.UNITS[match.group(2)])
+
+
+def summary(text: str) -> None:
+    """A closing line for people: on stderr, so stdout stays the data."""
+    click.echo(text, err=True)
+
+
+def notes(compute: Any) -> None:
+    """What an older compute API could not tell, once each."""
+    for note in getattr(compute, "notes", []):
+        summary(f"Note: {note}")

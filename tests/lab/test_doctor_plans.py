@@ -1,0 +1,160 @@
+"""Each fault of the seed end to end, as an operator meets it: break it on a live
+`tally serve` lab, see an inventory change refused, ask `tally explain` about the
+provider, run every command of its plan in order exactly as printed (in a shell, with
+`tally` and the real `openstack` on PATH), then read the books back through the APIs:
+`tally audit` exits 0, every ACTIVE server holds its flavor on its host's provider and
+nothing else, no migration holds anything, and the refused change has gone through.
+
+On SQLite, and on PostgreSQL when TALLY_TEST_DATABASE names a server."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tally.doctor.heal import flavor_resources
+from tests.conftest import PG_SERVER
+from tests.live import install_osc, tally_serve
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "conformance"))
+from fresh_db import create_database  # noqa: E402
+
+# fault -> which provider of its report the operator shrinks, and how far
+FAULTS = {
+    "delete-while-down": ("source", "to what its servers hold"),
+    "migration-error": ("destination", "to what its servers hold"),
+    "migration-hang": ("destination", "to what its servers hold"),
+    "evacuation": ("source", "to what its servers hold"),
+    "service-delete": ("source", "to nothing"),
+}
+ACCEPTED = {"tally audit": (0, 4)}  # nova-manage's 4: everything found was fixed
+
+
+class Operator:
+    """A shell on the operator's machine: TALLY_URL and the lab's clouds.yaml set."""
+
+    def __init__(self, url: str, work: Path, osc: Path) -> None:
+        self.url = url
+        path = f"{Path(sys.executable).parent}:{osc / 'bin'}:{os.environ.get('PATH', '')}"
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith(("OS_", "TALLY_"))}
+        self.env.update(PATH=path, TALLY_URL=url, OS_CLOUD="tally-lab")
+        self.env["OS_CLIENT_CONFIG_FILE"] = str(work / "clouds.yaml")
+        self.api = httpx.Client(
+            base_url=url, headers={"x-auth-token": "admin"}, timeout=60, trust_env=False
+        )
+
+    def sh(self, line: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", "-c", line], env=self.env, capture_output=True, text=True, timeout=300
+        )
+
+    def ok(self, line: str, codes: tuple[int, ...] = (0,)) -> str:
+        done = self.sh(line)
+        assert done.returncode in codes, f"$ {line}\n{done.stdout}\n{done.stderr}"
+        return done.stdout
+
+    def placement(self, path: str) -> Any:
+        answer = self.api.get(
+            f"/placement{path}", headers={"openstack-api-version": "placement 1.39"}
+        )
+        answer.raise_for_status()
+        return answer.json()
+
+    def compute(self, path: str) -> Any:
+        answer = self.api.get(
+            f"/compute/v2.1{path}", headers={"openstack-api-version": "compute 2.96"}
+        )
+        answer.raise_for_status()
+        return answer.json()
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def operator(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Operator]:
+    osc = install_osc()
+    settings = {"lab_step_seconds": "1"}
+    drop = None
+    if request.param == "postgresql":
+        if not PG_SERVER:
+            pytest.skip("PostgreSQL tests need TALLY_TEST_DATABASE=postgresql+psycopg://.../")
+        url, drop = create_database(PG_SERVER, f"tally_plans_{uuid.uuid4().hex[:10]}")
+        settings.update(database_url=url, lab="on")
+    try:
+        with tally_serve(tmp_path, **settings) as url:
+            op = Operator(url, tmp_path, osc)
+            op.ok("tally lab up --hosts 3 --servers 6")
+            op.ok(f"tally lab clouds > {tmp_path / 'clouds.yaml'}")
+            yield op
+    finally:
+        if drop:
+            drop()
+
+
+def active_servers(op: Operator) -> list[dict[str, Any]]:
+    found = op.compute("/servers/detail?all_tenants=1")["servers"]
+    return [s for s in found if s["status"] == "ACTIVE"]
+
+
+def provider_named(op: Operator, name: str) -> str | None:
+    found = op.placement(f"/resource_providers?name={name}")["resource_providers"]
+    return found[0]["uuid"] if found else None
+
+
+def the_change(op: Operator, rp: str, how: str) -> tuple[str, int]:
+    """The --resource options of the operator's change to VCPU, and the reserved asked."""
+    host = op.placement(f"/resource_providers/{rp}")["name"]
+    total = op.placement(f"/resource_providers/{rp}/inventories")["inventories"]["VCPU"]["total"]
+    held = sum(
+        int(s["flavor"]["vcpus"]) for s in active_servers(op) if s["OS-EXT-SRV-ATTR:host"] == host
+    )
+    reserved = total if how == "to nothing" else total - held
+    return f"--resource VCPU:reserved={reserved} --resource VCPU:allocation_ratio=1", reserved
+
+
+def assert_books_true(op: Operator) -> None:
+    op.ok("tally audit")
+    for server in active_servers(op):
+        host_rp = provider_named(op, server["OS-EXT-SRV-ATTR:host"])
+        held = op.placement(f"/allocations/{server['id']}")["allocations"]
+        mine = {rp: a["resources"] for rp, a in held.items()}
+        assert mine == {host_rp: flavor_resources(server["flavor"])}, server["name"]
+    for migration in op.compute("/os-migrations")["migrations"]:
+        held = op.placement(f"/allocations/{migration['uuid']}")["allocations"]
+        assert held == {}, migration
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_the_plan_of_explain_puts_the_books_right(operator: Operator, fault: str) -> None:
+    op = operator
+    which, how = FAULTS[fault]
+    report = json.loads(op.ok(f"tally lab break {fault} -f json"))
+    rp = report["providers"][which]
+    host = op.placement(f"/resource_providers/{rp}")["name"]
+    change, reserved = the_change(op, rp, how)
+    refused = op.sh(f"tally provider inventory set {rp} --amend {change}")
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+
+    explained = op.sh(f"tally explain {rp} {change} -f json")
+    assert explained.returncode == 1, explained.stderr
+    plan = json.loads(explained.stdout)
+    commands = [s["command"] for s in plan["steps"]]
+    assert None not in commands, plan["steps"]  # the lab always has a command
+    assert commands[-1].startswith("tally provider inventory set ")
+    text = json.dumps(plan)
+    assert "THAT" not in text and "HOST" not in text  # names, never placeholders
+    for command in commands:
+        codes = next((c for prefix, c in ACCEPTED.items() if command.startswith(prefix)), (0,))
+        op.ok(command, codes)
+
+    assert_books_true(op)
+    now = provider_named(op, host)
+    vcpu = op.placement(f"/resource_providers/{now}/inventories")["inventories"]["VCPU"]
+    assert (vcpu["reserved"], vcpu["allocation_ratio"]) == (reserved, 1.0)
