@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import click
 
 from tally.cli.context import Context, Output, output_options, pass_context
+from tally.clients import allocations as allocs
 from tally.clients.placement import PlacementClient
 
 
@@ -46,30 +48,6 @@ def show_allocations(client: PlacementClient, out: Output, consumer: str) -> Non
         {"resource_provider": rp, **facts, **entry} for rp, entry in body["allocations"].items()
     ]
     out.rows(columns(client), rows)
-
-
-def write_allocations(
-    client: PlacementClient, consumer: str, allocations: dict[str, dict[str, int]], facts: dict
-) -> None:
-    """PUT the consumer's whole allocation in the session's body format; `facts` holds
-    project_id, user_id, consumer_type and consumer_generation as the version needs."""
-    if client.at_least("1.12"):
-        body: dict[str, Any] = {
-            "allocations": {rp: {"resources": res} for rp, res in allocations.items()}
-        }
-    else:
-        body = {
-            "allocations": [
-                {"resource_provider": {"uuid": rp}, "resources": res}
-                for rp, res in allocations.items()
-            ]
-        }
-    wanted = {"1.8": ("project_id", "user_id"), "1.28": ("consumer_generation",)}
-    wanted["1.38"] = ("consumer_type",)
-    for version, keys in wanted.items():
-        if client.at_least(version):
-            body.update({key: facts.get(key) for key in keys})
-    client.put(f"/allocations/{consumer}", body)
 
 
 @click.group()
@@ -115,14 +93,14 @@ def set_(ctx: Context, out: Output, consumer: str, allocations: tuple, **given: 
     client, held = ctx.client, {}
     for rp, resources in allocations:
         held.setdefault(rp, {}).update(resources)
-    current = client.consumer_allocations(consumer)
-    facts = {k: v if v is not None else current.get(k) for k, v in given.items()}
+    current = allocs.read(client, consumer)
+    facts = {k: v if v is not None else getattr(current, k) for k, v in given.items()}
     needs = {"project_id": "1.8", "user_id": "1.8", "consumer_type": "1.38"}
     missing = [k for k, v in needs.items() if client.at_least(v) and not facts.get(k)]
     if missing:
         options = ", ".join("--" + k.replace("_", "-") for k in missing)
         raise click.UsageError(f"give {options}: microversion {client.version} needs it")
-    write_allocations(client, consumer, held, {**facts, **_generation(current)})
+    allocs.write(client, dataclasses.replace(current, allocations=held, **facts))
     show_allocations(client, out, consumer)
 
 
@@ -148,20 +126,15 @@ def unset(ctx: Context, out: Output, consumer: str, providers: tuple, classes: t
     """
     client = ctx.client
     client.require("1.12", "provider allocation unset")
-    current = client.consumer_allocations(consumer)
-    kept = {rp: dict(entry["resources"]) for rp, entry in current["allocations"].items()}
+    current = allocs.read(client, consumer)
+    kept = {rp: dict(resources) for rp, resources in current.allocations.items()}
     chosen = set(kept) & set(providers) if providers else set(kept)
     for rp in chosen:
         for rc in classes or list(kept[rp]):
             kept[rp].pop(rc, None)
     kept = {rp: res for rp, res in kept.items() if res}
-    if kept and kept != {rp: e["resources"] for rp, e in current["allocations"].items()}:
-        write_allocations(client, consumer, kept, {**current, **_generation(current)})
-    elif not kept and current["allocations"]:
-        if client.at_least("1.28"):  # an empty PUT checks the consumer generation
-            write_allocations(client, consumer, {}, current)
-        else:
-            client.delete(f"/allocations/{consumer}")
+    if kept != current.allocations:  # the generation read is sent (1.28): no lost update
+        allocs.write(client, dataclasses.replace(current, allocations=kept))
     show_allocations(client, out, consumer)
 
 
@@ -171,8 +144,3 @@ def unset(ctx: Context, out: Output, consumer: str, providers: tuple, classes: t
 def delete(ctx: Context, consumer: str) -> None:
     """Delete every allocation of CONSUMER (no generation check: prefer `unset`)."""
     ctx.client.delete(f"/allocations/{consumer}")
-
-
-def _generation(current: dict[str, Any]) -> dict[str, Any]:
-    """The consumer generation to send: the one read, or null for a new consumer."""
-    return {"consumer_generation": current.get("consumer_generation")}
