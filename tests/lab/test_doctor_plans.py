@@ -5,7 +5,9 @@ provider, run every command of its plan in order exactly as printed (in a shell,
 `tally audit` exits 0, every ACTIVE server holds its flavor on its host's provider and
 nothing else, no migration holds anything, and the refused change has gone through.
 
-On SQLite, and on PostgreSQL when TALLY_TEST_DATABASE names a server."""
+On SQLite, and on PostgreSQL when TALLY_TEST_DATABASE names a server; and as a real
+cloud is reached: Placement and compute on separate servers (`--compute-url`), or both
+found in the Keystone catalog of `--os-cloud`."""
 
 from __future__ import annotations
 
@@ -40,17 +42,19 @@ ACCEPTED = {"tally audit": (0, 4)}  # nova-manage's 4: everything found was fixe
 
 
 class Operator:
-    """A shell on the operator's machine: TALLY_URL and the lab's clouds.yaml set."""
+    """A shell on the operator's machine: TALLY_URL and the lab's clouds.yaml set;
+    `placement` and `compute` read the books over HTTP."""
 
-    def __init__(self, url: str, work: Path, osc: Path) -> None:
+    def __init__(self, url: str, work: Path, osc: Path, placement: str | None = None) -> None:
         self.url = url
+        self.placement_url = placement or f"{url}/placement"
         path = f"{Path(sys.executable).parent}:{osc / 'bin'}:{os.environ.get('PATH', '')}"
         self.env = {k: v for k, v in os.environ.items() if not k.startswith(("OS_", "TALLY_"))}
-        self.env.update(PATH=path, TALLY_URL=url, OS_CLOUD="tally-lab")
+        self.env.update(PATH=path, TALLY_URL=placement or url, OS_CLOUD="tally-lab")
+        if placement:  # Placement on its own: compute is elsewhere
+            self.env["TALLY_COMPUTE_URL"] = f"{url}/compute/v2.1"
         self.env["OS_CLIENT_CONFIG_FILE"] = str(work / "clouds.yaml")
-        self.api = httpx.Client(
-            base_url=url, headers={"x-auth-token": "admin"}, timeout=60, trust_env=False
-        )
+        self.api = httpx.Client(headers={"x-auth-token": "admin"}, timeout=60, trust_env=False)
 
     def sh(self, line: str) -> subprocess.CompletedProcess:
         return subprocess.run(
@@ -64,38 +68,45 @@ class Operator:
 
     def placement(self, path: str) -> Any:
         answer = self.api.get(
-            f"/placement{path}", headers={"openstack-api-version": "placement 1.39"}
+            f"{self.placement_url}{path}", headers={"openstack-api-version": "placement 1.39"}
         )
         answer.raise_for_status()
         return answer.json()
 
     def compute(self, path: str) -> Any:
         answer = self.api.get(
-            f"/compute/v2.1{path}", headers={"openstack-api-version": "compute 2.96"}
+            f"{self.url}/compute/v2.1{path}", headers={"openstack-api-version": "compute 2.96"}
         )
         answer.raise_for_status()
         return answer.json()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def operator(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Operator]:
+def backend(request: pytest.FixtureRequest) -> Iterator[dict[str, str]]:
+    """The settings of the lab's database (a fresh PostgreSQL database, or SQLite)."""
+    if request.param == "sqlite":
+        yield {}
+        return
+    if not PG_SERVER:
+        pytest.skip("PostgreSQL tests need TALLY_TEST_DATABASE=postgresql+psycopg://.../")
+    url, drop = create_database(PG_SERVER, f"tally_plans_{uuid.uuid4().hex[:10]}")
+    yield {"database_url": url, "lab": "on"}
+    drop()
+
+
+def lab_up(op: Operator, work: Path, cloud_only: bool = False) -> Operator:
+    op.ok("tally lab up --hosts 3 --servers 6")
+    op.ok(f"tally lab clouds > {work / 'clouds.yaml'}")
+    if cloud_only:  # from here on, only the catalog says where things are
+        op.env.pop("TALLY_URL")
+    return op
+
+
+@pytest.fixture
+def operator(backend: dict[str, str], tmp_path: Path) -> Iterator[Operator]:
     osc = install_osc()
-    settings = {"lab_step_seconds": "1"}
-    drop = None
-    if request.param == "postgresql":
-        if not PG_SERVER:
-            pytest.skip("PostgreSQL tests need TALLY_TEST_DATABASE=postgresql+psycopg://.../")
-        url, drop = create_database(PG_SERVER, f"tally_plans_{uuid.uuid4().hex[:10]}")
-        settings.update(database_url=url, lab="on")
-    try:
-        with tally_serve(tmp_path, **settings) as url:
-            op = Operator(url, tmp_path, osc)
-            op.ok("tally lab up --hosts 3 --servers 6")
-            op.ok(f"tally lab clouds > {tmp_path / 'clouds.yaml'}")
-            yield op
-    finally:
-        if drop:
-            drop()
+    with tally_serve(tmp_path, lab_step_seconds="1", **backend) as url:
+        yield lab_up(Operator(url, tmp_path, osc), tmp_path)
 
 
 def active_servers(op: Operator) -> list[dict[str, Any]]:
@@ -158,3 +169,27 @@ def test_the_plan_of_explain_puts_the_books_right(operator: Operator, fault: str
     now = provider_named(op, host)
     vcpu = op.placement(f"/resource_providers/{now}/inventories")["inventories"]["VCPU"]
     assert (vcpu["reserved"], vcpu["allocation_ratio"]) == (reserved, 1.0)
+
+
+@pytest.mark.parametrize("fault", ["migration-hang", "service-delete"])
+def test_placement_and_compute_on_separate_servers(tmp_path: Path, fault: str) -> None:
+    """Placement alone (Tally with the lab off, as every PostgreSQL deployment) and a
+    compute API elsewhere that claims through it: the doctor gets --compute-url."""
+    osc = install_osc()
+    (tmp_path / "placement").mkdir()
+    (tmp_path / "compute").mkdir()
+    with tally_serve(tmp_path / "placement", lab="off") as placement:
+        lab = {"lab_step_seconds": "1", "lab_placement_url": f"{placement}/placement"}
+        with tally_serve(tmp_path / "compute", **lab) as compute:
+            op = lab_up(Operator(compute, tmp_path, osc, placement=placement), tmp_path)
+            test_the_plan_of_explain_puts_the_books_right(op, fault)
+
+
+@pytest.mark.parametrize("fault", ["migration-hang", "service-delete"])
+def test_both_endpoints_from_the_catalog(tmp_path: Path, fault: str) -> None:
+    """No TALLY_URL: `--os-cloud` (OS_CLOUD) finds Placement and compute in the lab
+    identity's catalog, for the doctor and for the plan's commands."""
+    osc = install_osc()
+    with tally_serve(tmp_path, lab_step_seconds="1") as url:
+        op = lab_up(Operator(url, tmp_path, osc), tmp_path, cloud_only=True)
+        test_the_plan_of_explain_puts_the_books_right(op, fault)
