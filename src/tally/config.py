@@ -158,7 +158,9 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("host", "127.0.0.1", "Address `tally serve` listens on.", "TALLY_HOST"),
     Setting("port", 8778, "Port `tally serve` listens on.", "TALLY_PORT"),
-    Setting("workers", 1, "Worker processes of `tally serve` (gunicorn).", "TALLY_WORKERS"),
+    Setting(
+        "workers", 1, "Worker processes of `tally serve` (sharing one socket).", "TALLY_WORKERS"
+    ),
     Setting("log_level", "INFO", "Log level of the service.", "TALLY_LOG_LEVEL"),
     Setting(
         "max_body_bytes",
@@ -242,6 +244,16 @@ SETTINGS: tuple[Setting, ...] = (
         "resource tracker, rewriting `reserved` from the host's configuration); 0: only "
         "`tally lab tracker` and host changes run it.",
         "TALLY_LAB_TRACKER_SECONDS",
+    ),
+    Setting(
+        "lab_compute_max_version",
+        "2.96",
+        "Newest compute microversion the lab answers with, to stand in for an older Nova: "
+        "its version documents advertise it, `latest` means it, a request above it gets "
+        "406, and responses carry only what Nova had at the version negotiated (2.1 .. "
+        "2.96; a string in TOML).",
+        "TALLY_LAB_COMPUTE_MAX_VERSION",
+        choices=tuple(f"2.{n}" for n in range(1, 97)),
     ),
 )
 

@@ -13,7 +13,10 @@ from typing import Any
 import httpx
 import pytest
 import sqlalchemy as sa
+from click.testing import CliRunner
 
+from tally.cli.context import Context
+from tally.cli.main import cli
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
 from tally.config import Settings
@@ -33,9 +36,13 @@ class Lab:
         self.compute = self.compute_as("admin")
         self.placement = PlacementClient(f"{BASE}/placement", transport=self.transport)
 
-    def compute_as(self, token: str, version: str = "2.96") -> ComputeClient:
+    def compute_as(self, token: str, version: str | None = None) -> ComputeClient:
+        """A client at `version` (default: the lab's `lab_compute_max_version`)."""
         return ComputeClient(
-            f"{BASE}/compute/v2.1", token=token, version=version, transport=self.transport
+            f"{BASE}/compute/v2.1",
+            token=token,
+            version=version or self.settings.lab_compute_max_version,
+            transport=self.transport,
         )
 
     # ------------------------------------------------------------ building a lab
@@ -126,3 +133,12 @@ def cloud(lab: Lab) -> Lab:
 
 def new_uuid() -> str:
     return str(uuid.uuid4())
+
+
+def tally_lab(lab: Lab, *args: str, code: int = 0) -> str:
+    """Run `tally lab ARGS` in-process against the lab; its output (exit status `code`)."""
+    context = Context()
+    context.compute = lab.compute
+    result = CliRunner().invoke(cli, ["lab", *args], obj=context)
+    assert result.exit_code == code, result.output
+    return result.output

@@ -86,7 +86,7 @@ def test_a_move_is_refused_while_another_runs(cloud, on_cmp1):
 def test_no_destination_ends_the_migration_in_error_and_keeps_the_source(cloud):
     cloud.flavor("big", vcpus=1, ram=60000, disk=1)
     servers = [cloud.boot(f"b{n}", "big") for n in range(3)]  # one per host: full
-    cloud.action(servers[0]["id"], {"os-migrateLive": {"host": None}})
+    cloud.action(servers[0]["id"], {"os-migrateLive": {"host": None, "block_migration": "auto"}})
     migration = cloud.migrations()[0]
     assert migration["status"] == "error"
     assert cloud.held(migration["uuid"]) == {}

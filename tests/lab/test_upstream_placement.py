@@ -71,7 +71,8 @@ def test_the_lab_claims_through_upstream_placement(tmp_path, sqlite_engine):
         assert held["consumer_type"] == "INSTANCE"
         assert {k: v["resources"] for k, v in held["allocations"].items()} == {rp["cmp-1"]: SMALL}
 
-        compute.post(f"/servers/{server['id']}/action", {"os-migrateLive": {"host": None}})
+        body = {"os-migrateLive": {"host": None, "block_migration": "auto"}}
+        compute.post(f"/servers/{server['id']}/action", body)
         migration = compute.get("/os-migrations")["migrations"][0]
         moved = upstream.consumer_allocations(migration["uuid"])
         assert moved["consumer_type"] == "MIGRATION" and list(moved["allocations"]) == [rp["cmp-1"]]

@@ -224,11 +224,18 @@ def boot(
 def migrate(ctx: Context, out: Output, server: str, cold: bool, host: str | None) -> None:
     """Move server SERVER; the migration then advances with the lab's steps."""
     client = compute(ctx)
-    action = (
-        {"migrate": {"host": host}}
-        if cold
-        else {"os-migrateLive": {"host": host, "block_migration": "auto"}}
-    )
+    if cold and host and not client.at_least("2.56"):
+        raise click.ClickException(
+            f"--host with --cold needs compute 2.56 (this is {client.version})"
+        )
+    if cold:
+        action: dict[str, Any] = {"migrate": {"host": host} if host else None}
+    elif client.at_least("2.25"):
+        action = {"os-migrateLive": {"host": host, "block_migration": "auto"}}
+    else:  # both flags required before 2.25, and no "auto"
+        action = {
+            "os-migrateLive": {"host": host, "block_migration": False, "disk_over_commit": False}
+        }
     client.post(f"/servers/{server}/action", action)
     found = client.get("/os-migrations", {"instance_uuid": server})["migrations"]
     newest = max(found, key=lambda m: m["id"])  # the order is Nova's to choose

@@ -10,7 +10,7 @@ from tally.clients.errors import ClientError
 from tally.compute import middleware
 from tally.compute.context import Lab
 from tally.compute.errors import ComputeError
-from tally.compute.handlers import flavors, lab, migrations, servers, services, versions
+from tally.compute.handlers import actions, flavors, lab, migrations, servers, services, versions
 from tally.compute.report import ReportClient
 from tally.config import Settings
 
@@ -22,7 +22,7 @@ ROUTES = (
     (f"{V}/servers", servers.Servers),
     (f"{V}/servers/detail", servers.ServersDetail),
     (f"{V}/servers/{{server_id}}", servers.Server),
-    (f"{V}/servers/{{server_id}}/action", servers.ServerAction),
+    (f"{V}/servers/{{server_id}}/action", actions.ServerAction),
     (f"{V}/servers/{{server_id}}/migrations", migrations.ServerMigrations),
     (f"{V}/servers/{{server_id}}/migrations/{{migration_id}}", migrations.ServerMigration),
     (
@@ -46,6 +46,7 @@ ROUTES = (
     (f"{V}/os-lab/tracker", lab.LabTracker),
     (f"{V}/os-lab/step", lab.LabStep),
     (f"{V}/os-lab/faults", lab.LabFaults),
+    (f"{V}/os-lab/reset", lab.LabReset),
 )
 
 
@@ -55,7 +56,7 @@ def create_app(settings: Settings, engine: sa.Engine, placement: ReportClient) -
     app = falcon.App(
         middleware=[
             middleware.RequestIdAndLog(),
-            middleware.Microversion(),
+            middleware.Microversion(service.max_version),
             middleware.Auth(noauth=settings.auth_strategy == "noauth"),
         ],
         cors_enable=False,

@@ -7,6 +7,7 @@ import datetime as dt
 
 import sqlalchemy as sa
 
+from tally.compute import microversion
 from tally.compute.report import ReportClient
 from tally.config import Settings
 
@@ -29,6 +30,11 @@ class Lab:
     engine: sa.Engine
     settings: Settings
     placement: ReportClient
+
+    @property
+    def max_version(self) -> microversion.Version:
+        """The newest microversion this lab answers with (`lab_compute_max_version`)."""
+        return microversion.cap(self.settings.lab_compute_max_version)
 
     def now(self) -> dt.datetime:
         """UTC, naive (as stored), to the second."""

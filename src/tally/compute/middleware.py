@@ -13,7 +13,7 @@ import falcon
 from tally.clients.errors import ClientError
 from tally.compute import microversion
 from tally.compute.context import Identity
-from tally.compute.errors import ComputeError, Forbidden, Unauthorized
+from tally.compute.errors import ComputeError, Forbidden, NotFound, Unauthorized
 
 request_log = logging.getLogger("tally.requestlog")
 log = logging.getLogger("tally.compute")
@@ -51,10 +51,26 @@ class RequestIdAndLog:
 
 
 class Microversion:
+    """The version asked (at most `maximum`, the lab's cap), and whether the route
+    routed to exists at that version (Nova answers 404 where it does not)."""
+
+    def __init__(self, maximum: microversion.Version = microversion.MAX_VERSION) -> None:
+        self.maximum = maximum
+
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.version = microversion.parse(
-            req.get_header("openstack-api-version"), req.get_header("x-openstack-nova-api-version")
+            req.get_header("openstack-api-version"),
+            req.get_header("x-openstack-nova-api-version"),
+            self.maximum,
         )
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict
+    ) -> None:
+        if resource is not None and not microversion.served(
+            resource, req.method, req.context.version
+        ):
+            raise NotFound("The resource could not be found.")
 
 
 class Auth:

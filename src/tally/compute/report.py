@@ -78,6 +78,20 @@ class ReportClient:
         """PlacementError (409 when allocations remain) is the caller's to judge."""
         self.client.delete(f"/resource_providers/{uuid}")
 
+    def provider_named(self, name: str) -> str | None:
+        """The uuid of the provider called `name`, if there is one."""
+        found = self.client.get("/resource_providers", {"name": name})["resource_providers"]
+        return found[0]["uuid"] if found else None
+
+    def provider_consumers(self, uuid: str) -> set[str] | None:
+        """Who holds allocations on the provider; None when there is no such provider."""
+        try:
+            return set(self.client.provider_allocations(uuid))
+        except PlacementError as exc:
+            if exc.status != 404:
+                raise
+            return None
+
     def candidates(
         self,
         resources: Resources,

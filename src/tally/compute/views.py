@@ -1,4 +1,7 @@
-"""Documents of the compute API, shaped per microversion as Nova shapes them."""
+"""Documents of the compute API, shaped per microversion as Nova shapes them: each
+field that a microversion added (or dropped) is written with that version, from
+Nova's REST API version history, so a lab capped at 2.1 or 2.53 shows none of the
+later ones."""
 
 from __future__ import annotations
 
@@ -8,8 +11,27 @@ from typing import Any
 
 import falcon
 
-from tally.compute.handlers.common import links
 from tally.compute.states import status_of
+
+# statuses whose servers show `progress` (Nova's server view)
+PROGRESS_STATUSES = ("ACTIVE", "BUILD", "REBUILD", "RESIZE", "VERIFY_RESIZE", "MIGRATING")
+
+
+def base(req: falcon.Request) -> str:
+    """Where the compute API is mounted, as the client reached it."""
+    return f"{req.forwarded_scheme}://{req.forwarded_host}{req.root_path}"
+
+
+def links(req: falcon.Request, kind: str, ident: str) -> list[dict[str, str]]:
+    return [
+        {"rel": "self", "href": f"{base(req)}/v2.1/{kind}/{ident}"},
+        {"rel": "bookmark", "href": f"{base(req)}/{kind}/{ident}"},
+    ]
+
+
+def bookmark(req: falcon.Request, kind: str, ident: str) -> list[dict[str, str]]:
+    """The links of a resource embedded in another (a server's image and flavor)."""
+    return [{"rel": "bookmark", "href": f"{base(req)}/{kind}/{ident}"}]
 
 
 def iso(value: Any) -> str | None:
@@ -43,8 +65,11 @@ def server_detail(
     server: Mapping[str, Any],
     host: Mapping[str, Any] | None,
     admin: bool,
+    show: bool = False,
 ) -> dict[str, Any]:
+    """A server as GET /servers/detail (or, `show`, GET /servers/{id}) gives it."""
     v = req.context.version
+    status = status_of(server)
     flavor = server["flavor"]
     host_id = (
         hashlib.sha224((server["project_id"] + server["host"]).encode()).hexdigest()
@@ -53,12 +78,12 @@ def server_detail(
     )
     doc: dict[str, Any] = {
         **server_brief(req, server),
-        "status": status_of(server),
+        "status": status,
         "tenant_id": server["project_id"],
         "user_id": server["user_id"],
         "metadata": {},
         "hostId": host_id,
-        "image": {"id": server["image_ref"], "links": links(req, "images", server["image_ref"])}
+        "image": {"id": server["image_ref"], "links": bookmark(req, "images", server["image_ref"])}
         if server["image_ref"]
         else "",
         "created": iso(server["created_at"]),
@@ -67,7 +92,6 @@ def server_detail(
         "accessIPv4": "",
         "accessIPv6": "",
         "OS-DCF:diskConfig": "MANUAL",
-        "progress": 0,
         "OS-EXT-AZ:availability_zone": "nova",
         "config_drive": "",
         "key_name": None,
@@ -79,7 +103,9 @@ def server_detail(
         "os-extended-volumes:volumes_attached": [],
         "security_groups": [{"name": "default"}],
     }
-    if v >= (2, 47):
+    if status in PROGRESS_STATUSES:
+        doc["progress"] = 0
+    if v >= (2, 47):  # the flavor itself, no longer a reference to it
         doc["flavor"] = {
             "vcpus": flavor["vcpus"],
             "ram": flavor["ram"],
@@ -90,7 +116,7 @@ def server_detail(
             "extra_specs": flavor.get("extra_specs", {}),
         }
     else:
-        doc["flavor"] = {"id": flavor["id"], "links": links(req, "flavors", flavor["id"])}
+        doc["flavor"] = {"id": flavor["id"], "links": bookmark(req, "flavors", flavor["id"])}
     if admin:
         doc.update(
             {
@@ -113,7 +139,7 @@ def server_detail(
             )
     if v >= (2, 9):
         doc["locked"] = False
-    if v >= (2, 16):
+    if v >= (2, 16) and admin:  # policy: administrators only, by default
         doc["host_status"] = host_status(host, server)
     if v >= (2, 19):
         doc["description"] = None
@@ -121,8 +147,12 @@ def server_detail(
         doc["tags"] = []
     if v >= (2, 63):
         doc["trusted_image_certificates"] = None
+    if v >= (2, 71) and show:  # on GET /servers/{id}, not in the detailed list
+        doc["server_groups"] = []
     if v >= (2, 73):
         doc["locked_reason"] = None
+    if v >= (2, 90):  # visible to every user from 2.90
+        doc["OS-EXT-SRV-ATTR:hostname"] = server["name"]
     if v >= (2, 96):
         doc["pinned_availability_zone"] = None
     if server["fault"]:
@@ -217,7 +247,7 @@ def hypervisor_view(
             "current_workload": 0,
             "running_vms": used.get("servers", 0),
             "disk_available_least": host["disk_gb"] - disk_used,
-            "cpu_info": "{}",
+            "cpu_info": {} if v >= (2, 28) else "{}",  # a JSON object from 2.28
         }
     )
     return doc

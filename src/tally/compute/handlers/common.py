@@ -1,7 +1,8 @@
-"""What the compute handlers share: the JSON body, query values, links."""
+"""What the compute handlers share: the JSON body, query values, the server's address."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import falcon
@@ -48,16 +49,21 @@ def integer(req: falcon.Request, name: str) -> int | None:
     return int(value)
 
 
-def base(req: falcon.Request) -> str:
-    """Where the compute API is mounted, as the client reached it."""
-    return f"{req.forwarded_scheme}://{req.forwarded_host}{req.root_path}"
-
-
-def links(req: falcon.Request, kind: str, ident: str) -> list[dict[str, str]]:
-    return [
-        {"rel": "self", "href": f"{base(req)}/v2.1/{kind}/{ident}"},
-        {"rel": "bookmark", "href": f"{base(req)}/{kind}/{ident}"},
-    ]
+def moment(req: falcon.Request, name: str) -> dt.datetime | None:
+    """An ISO 8601 date-time query value, as naive UTC (how the lab stores times)."""
+    value = req.get_param(name)
+    if value is None:
+        return None
+    try:
+        found = dt.datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise BadRequest(
+            f"Invalid input for query parameters {name}. Value: {value}. "
+            f"'{value}' is not a 'date-time'"
+        ) from None
+    if found.tzinfo is not None:
+        found = found.astimezone(dt.UTC).replace(tzinfo=None)
+    return found
 
 
 def server_root(req: falcon.Request) -> str:

@@ -36,6 +36,11 @@ class Flavors(Resource):
         if not req.context.identity.is_admin:
             raise Forbidden("Policy doesn't allow os_compute_api:os-flavor-manage:create.")
         spec = body(req, "flavor")
+        if "description" in spec and req.context.version < (2, 55):
+            raise BadRequest(
+                "Invalid input for field/attribute flavor. Additional properties are not "
+                "allowed ('description' was unexpected)"
+            )
         name = spec.get("name")
         if not isinstance(name, str) or not name.strip():
             raise BadRequest("Invalid input for field/attribute name.")

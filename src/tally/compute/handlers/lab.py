@@ -1,5 +1,6 @@
 """The lab's own admin API (under /v2.1/os-lab): add and configure hosts, run the
-resource tracker, step migrations, inject faults, and a summary with clouds.yaml."""
+resource tracker, step migrations, inject faults, reset the lab, and a summary with
+clouds.yaml. It answers at every microversion."""
 
 from __future__ import annotations
 
@@ -90,3 +91,10 @@ class LabFaults(Resource):
         report = faults.inject(self.lab, str(spec.get("kind")), **args)
         resp.status = falcon.HTTP_201
         resp.media = {"fault": report}
+
+
+class LabReset(Resource):
+    ADMIN_ONLY = True
+
+    def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
+        resp.media = {"reset": lab_ops.reset(self.lab)}

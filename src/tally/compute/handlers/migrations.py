@@ -1,43 +1,93 @@
-"""GET /os-migrations, and a server's in-progress live migrations: list, show,
-abort (DELETE), force complete."""
+"""GET /os-migrations, and a server's in-progress live migrations: list and show
+(2.23), abort (DELETE, 2.24), force complete (2.22)."""
 
 from __future__ import annotations
+
+import urllib.parse
+from typing import Any
 
 import falcon
 
 from tally.compute import views
 from tally.compute.errors import BadRequest, Forbidden, NotFound
-from tally.compute.handlers.common import Resource, body, integer
+from tally.compute.handlers.common import Resource, body, integer, moment
+from tally.compute.microversion import MAX_VERSION, Version
 from tally.compute.ops import moves
 from tally.compute.ops import servers as server_ops
 from tally.compute.store import migrations as store
 
-FILTERS = ("status", "host", "instance_uuid", "migration_type", "project_id", "user_id")
+MAX_LIMIT = 1000  # Nova's [api] max_limit
+# GET /os-migrations: the query parameters of 2.1, then what each version added.
+# Before 2.59 any other parameter is ignored; from 2.59 it is refused (400).
+QUERY_SINCE = (
+    ((2, 1), ("hidden", "host", "instance_uuid", "source_compute", "status", "migration_type")),
+    ((2, 59), ("limit", "marker", "changes-since")),
+    ((2, 66), ("changes-before",)),
+    ((2, 80), ("user_id", "project_id")),
+)
+
+
+def _query(req: falcon.Request) -> dict[str, Any]:
+    """The filters of GET /os-migrations at the request's version."""
+    v = req.context.version
+    known = {name for since, names in QUERY_SINCE if v >= since for name in names}
+    unknown = sorted(set(req.params) - known)
+    if unknown and v >= (2, 59):
+        raise BadRequest(
+            "Invalid input for query parameters: additional properties are not allowed "
+            f"({', '.join(repr(u) for u in unknown)} {'was' if len(unknown) == 1 else 'were'} "
+            "unexpected)"
+        )
+    status = req.get_param("status")
+    query = {
+        "server": req.get_param("instance_uuid"),
+        "status": [status] if status else None,
+        "host": req.get_param("host"),
+        "source": None if req.get_param("host") else req.get_param("source_compute"),
+        "migration_type": req.get_param("migration_type"),
+        "project_id": req.get_param("project_id"),  # before 2.59 the database filters by
+        "user_id": req.get_param("user_id"),  # them too, as Nova's does
+    }
+    if "changes-since" in known:
+        query["changed_since"] = moment(req, "changes-since")
+    if "changes-before" in known:
+        query["changed_before"] = moment(req, "changes-before")
+        since, before = query["changed_since"], query["changed_before"]
+        if since and before and before < since:
+            raise BadRequest(
+                "The value of changes-since must be less than or equal to changes-before."
+            )
+    return query
+
+
+def _page(req: falcon.Request, found: list[dict]) -> tuple[list[dict], list[dict] | None]:
+    """limit/marker paging (2.59): the page, and its `next` link when it is full."""
+    marker, asked = req.get_param("marker"), integer(req, "limit")
+    if marker:
+        ids = [m["uuid"] for m in found]
+        if marker not in ids:
+            raise BadRequest(f"Marker {marker} could not be found.")
+        found = found[ids.index(marker) + 1 :]
+    limit = min(MAX_LIMIT if asked is None else asked, MAX_LIMIT)
+    page = found[:limit]
+    if not limit or len(page) != limit:
+        return page, None
+    params = urllib.parse.urlencode(dict(req.params, marker=page[-1]["uuid"]))
+    return page, [{"rel": "next", "href": f"{views.base(req)}/v2.1/os-migrations?{params}"}]
 
 
 class Migrations(Resource):
     ADMIN_ONLY = True
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        status = req.get_param("status")
-        found = store.listing(
-            self.lab.engine,
-            server=req.get_param("instance_uuid"),
-            status=[status] if status else None,
-            host=req.get_param("host") or req.get_param("source_compute"),
-            migration_type=req.get_param("migration_type"),
-            project_id=req.get_param("project_id"),
-            user_id=req.get_param("user_id"),
-        )
-        marker, limit = req.get_param("marker"), integer(req, "limit")
-        if marker:
-            ids = [m["uuid"] for m in found]
-            if marker not in ids:
-                raise BadRequest(f"Marker {marker} could not be found.")
-            found = found[ids.index(marker) + 1 :]
-        if limit is not None:
-            found = found[:limit]
-        resp.media = {"migrations": [views.migration_view(req, m) for m in found]}
+        found = store.listing(self.lab.engine, **_query(req))
+        if req.context.version < (2, 59):  # no paging, in the database's order
+            resp.media = {"migrations": [views.migration_view(req, m) for m in reversed(found)]}
+            return
+        page, more = _page(req, found)
+        resp.media = {"migrations": [views.migration_view(req, m) for m in page]}
+        if more:
+            resp.media["migrations_links"] = more
 
 
 def _live_in_progress(lab, server: str) -> list[dict]:
@@ -49,6 +99,8 @@ def _live_in_progress(lab, server: str) -> list[dict]:
 
 
 class ServerMigrations(Resource):
+    VERSIONS = {"GET": (Version(2, 23), MAX_VERSION)}
+
     def on_get(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         server = _admin_server(self.lab, req, server_id)
         ram = server["flavor"]["ram"]
@@ -61,6 +113,8 @@ class ServerMigrations(Resource):
 
 
 class ServerMigration(Resource):
+    VERSIONS = {"GET": (Version(2, 23), MAX_VERSION), "DELETE": (Version(2, 24), MAX_VERSION)}
+
     def on_get(
         self, req: falcon.Request, resp: falcon.Response, server_id: str, migration_id: str
     ) -> None:
@@ -82,11 +136,14 @@ class ServerMigration(Resource):
         self, req: falcon.Request, resp: falcon.Response, server_id: str, migration_id: str
     ) -> None:
         _admin_server(self.lab, req, server_id)
-        moves.abort(self.lab, req.context.identity, server_id, migration_id)
+        queued = req.context.version >= (2, 65)  # aborting a queued/preparing one
+        moves.abort(self.lab, req.context.identity, server_id, migration_id, queued=queued)
         resp.status = falcon.HTTP_202
 
 
 class ServerMigrationAction(Resource):
+    VERSIONS = {"POST": (Version(2, 22), MAX_VERSION)}
+
     def on_post(
         self, req: falcon.Request, resp: falcon.Response, server_id: str, migration_id: str
     ) -> None:
@@ -98,8 +155,6 @@ class ServerMigrationAction(Resource):
 
 
 def _admin_server(lab, req: falcon.Request, server: str) -> dict:
-    if req.context.version < (2, 23):
-        raise NotFound("Server migrations need microversion 2.23 or later.")
     if not req.context.identity.is_admin:
         raise Forbidden("Policy doesn't allow os_compute_api:servers:migrations to be performed.")
     return server_ops.get(lab, req.context.identity, server)

@@ -1,6 +1,5 @@
-"""Servers: create, list (brief and detail, with Nova's filters), show, delete,
-and the server actions (os-migrateLive, migrate, confirmResize, revertResize,
-evacuate)."""
+"""Servers: create, list (brief and detail, with Nova's filters), show, delete.
+The server actions are in actions.py."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ import falcon
 
 from tally.compute import views
 from tally.compute.errors import BadRequest
-from tally.compute.handlers.common import Resource, base, body, flag, integer
-from tally.compute.ops import moves
+from tally.compute.handlers.common import Resource, body, flag, integer
 from tally.compute.ops import servers as ops
 from tally.compute.store import hosts as host_store
 
@@ -86,11 +84,16 @@ class Servers(Resource):
         if more:
             params = dict(req.params, marker=found[-1]["uuid"], limit=str(len(found)))
             path = "servers/detail" if self.DETAIL else "servers"
-            href = f"{base(req)}/v2.1/{path}?{urllib.parse.urlencode(params)}"
+            href = f"{views.base(req)}/v2.1/{path}?{urllib.parse.urlencode(params)}"
             resp.media["servers_links"] = [{"rel": "next", "href": href}]
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         spec = body(req, "server")
+        if "host" in spec and req.context.version < (2, 74):  # a requested host: 2.74
+            raise BadRequest(
+                "Invalid input for field/attribute server. Additional properties are not "
+                "allowed ('host' was unexpected)"
+            )
         created = ops.create(self.lab, req.context.identity, _request(spec))
         resp.status = falcon.HTTP_202
         if spec.get("return_reservation_id"):
@@ -119,35 +122,8 @@ class Server(Resource):
         who = req.context.identity
         server = ops.get(self.lab, who, server_id)
         host = host_store.get(self.lab.engine, name=server["host"]) if server["host"] else None
-        resp.media = {"server": views.server_detail(req, server, host, who.is_admin)}
+        resp.media = {"server": views.server_detail(req, server, host, who.is_admin, show=True)}
 
     def on_delete(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
         ops.delete(self.lab, req.context.identity, server_id)
         resp.status = falcon.HTTP_204
-
-
-class ServerAction(Resource):
-    """POST /servers/{server_id}/action: one action per body."""
-
-    def on_post(self, req: falcon.Request, resp: falcon.Response, server_id: str) -> None:
-        action = body(req)
-        if len(action) != 1:
-            raise BadRequest("The action body names exactly one action.")
-        ((name, args),) = action.items()
-        args = args if isinstance(args, dict) else {}
-        who = req.context.identity
-        resp.status = falcon.HTTP_202
-        if name == "os-migrateLive":
-            moves.start(self.lab, who, server_id, moves.LIVE, args.get("host"))
-        elif name == "migrate":
-            moves.start(self.lab, who, server_id, moves.COLD, args.get("host"))
-        elif name == "evacuate":
-            moves.start(self.lab, who, server_id, moves.EVACUATION, args.get("host"))
-            resp.status = falcon.HTTP_200
-        elif name == "confirmResize":
-            moves.confirm_resize(self.lab, who, server_id)
-            resp.status = falcon.HTTP_204
-        elif name == "revertResize":
-            moves.revert_resize(self.lab, who, server_id)
-        else:
-            raise BadRequest(f"There is no such action: {name}")

@@ -12,6 +12,9 @@ service-delete      a compute service is deleted without draining: its provider 
                     be deleted (allocations remain), so provider and allocations stay.
 evacuation          the server's compute goes down and the server is evacuated; the
                     source never restarts, so the instance holds allocations on both.
+
+Unless a server is named, each picks one no earlier fault touched (`_pick_server`), so
+faults injected one after another never pile onto the same server.
 """
 
 from __future__ import annotations
@@ -30,22 +33,54 @@ from tally.compute.store import servers as server_store
 log = logging.getLogger("tally.compute.faults")
 
 
-def _pick_server(lab: Lab, server: str | None, host: str | None) -> dict[str, Any]:
-    """The named server, or the oldest ACTIVE one with no move (on `host` if named)."""
+# how a move ends when it leaves nothing behind; any other status (in progress, hung,
+# `error`, an evacuation `done` whose source never came back) marks its server
+CLEAN_ENDS = ("completed", "confirmed", "reverted", "cancelled")
+
+
+def _pick_server(
+    lab: Lab, server: str | None, host: str | None, *, source_up: bool = False
+) -> dict[str, Any]:
+    """The named server, or the oldest one not involved in any fault (on `host` if
+    named): ACTIVE with no task, on a compute host that still exists (and is up when
+    `source_up`), every move of it ended cleanly, and holding allocations in
+    Placement on its own host's provider only. A Conflict when none is left."""
     if server:
         found = server_store.get(lab.engine, server)
         if found is None:
             raise NotFound(f"Instance {server} could not be found.")
         return found
-    up = {h["name"] for h in host_store.listing(lab.engine) if not h["forced_down"]}
-    candidates = [
-        s
-        for s in reversed(server_store.listing(lab.engine, host=host))
-        if s["vm_state"] == "active" and not s["task_state"] and s["host"] in up
-    ]
-    if not candidates:
-        raise Conflict("No ACTIVE server on a running compute host to break.")
-    return candidates[0]
+    hosts = {h["name"]: h for h in host_store.listing(lab.engine)}
+    moved = {
+        m["server_uuid"]
+        for m in migration_store.listing(lab.engine)
+        if m["status"] not in CLEAN_ENDS
+    }
+    on_down_hosts = []
+    for candidate in reversed(server_store.listing(lab.engine, host=host)):
+        where = hosts.get(candidate["host"])
+        if candidate["vm_state"] != "active" or candidate["task_state"] or where is None:
+            continue
+        if candidate["uuid"] in moved:
+            continue
+        if source_up and where["forced_down"]:
+            on_down_hosts.append(candidate["name"])
+            continue
+        if set(lab.placement.held(candidate["uuid"])) == {where["provider_uuid"]}:
+            return candidate
+    if on_down_hosts:
+        raise Conflict(
+            f"No server left to break this way: the servers not yet involved in a fault "
+            f"({', '.join(on_down_hosts)}) are on compute hosts that are down, and a live "
+            f"migration needs its source host up."
+        )
+    raise Conflict(
+        "No server left to break: every server"
+        + (f" on {host}" if host else "")
+        + " is already involved in a fault (a move that did not end cleanly, allocations "
+        "not on its own host, its compute host deleted) or is not ACTIVE. Boot another "
+        "(tally lab boot NAME), or start over (tally lab reset, then tally lab up)."
+    )
 
 
 def _force_down(lab: Lab, host_name: str) -> dict[str, Any]:
@@ -77,7 +112,7 @@ def delete_while_down(lab: Lab, server: str | None, host: str | None, target: st
 
 
 def _live(lab: Lab, server: str | None, host: str | None, target: str | None) -> tuple:
-    victim = _pick_server(lab, server, host)
+    victim = _pick_server(lab, server, host, source_up=True)
     migration = moves.start(lab, LAB_SYSTEM, victim["uuid"], moves.LIVE, target)
     if migration["status"] == "error":
         raise Conflict(f"No destination could be claimed for {victim['uuid']}.")
@@ -120,8 +155,8 @@ def migration_hang(lab: Lab, server: str | None, host: str | None, target: str |
 
 
 def service_delete(lab: Lab, server: str | None, host: str | None, target: str | None):
-    if host is None:
-        host = _pick_server(lab, server, None)["host"]
+    victim = _pick_server(lab, server, None) if host is None else None
+    host = victim["host"] if victim else host
     row = host_store.get(lab.engine, name=host)
     if row is None:
         raise NotFound(f"Compute host {host} could not be found.")
@@ -129,7 +164,7 @@ def service_delete(lab: Lab, server: str | None, host: str | None, target: str |
     held = list(lab.placement.client.provider_allocations(row["provider_uuid"]))
     if result["provider_deleted"]:
         log.warning("Compute service %s had no allocations: nothing was left behind", host)
-    return _report(lab, "service-delete", None, None, row["provider_uuid"], None, held, host=host)
+    return _report(lab, "service-delete", victim, None, row["provider_uuid"], None, held, host=host)
 
 
 def evacuation(lab: Lab, server: str | None, host: str | None, target: str | None):

@@ -250,15 +250,18 @@ def revert_resize(lab: Lab, who: Identity, server_uuid: str) -> None:
     )
 
 
-def abort(lab: Lab, who: Identity, server_uuid: str, ref: str) -> None:
+def abort(lab: Lab, who: Identity, server_uuid: str, ref: str, queued: bool = True) -> None:
     """Cancel a live migration in progress: the source allocation goes back to the
-    instance (the destination claim is dropped). Works on a stuck one too."""
+    instance (the destination claim is dropped). Works on a stuck one too. Only a
+    `running` one unless `queued` (compute 2.65: queued and preparing ones too)."""
     servers.get(lab, who, server_uuid)
     migration = _migration(lab, server_uuid, ref)
-    if migration["migration_type"] != LIVE or migration["status"] not in ABORTABLE:
+    abortable = ABORTABLE if queued else ("running",)
+    if migration["migration_type"] != LIVE or migration["status"] not in abortable:
         raise BadRequest(
             f"Migration {migration['id']} state of instance {server_uuid} is "
-            f"{migration['status']}. Cannot abort while the migration is in this state."
+            f"{migration['status']}. Cannot abort live migration while the migration is in "
+            "this state."
         )
     lab.placement.move(migration["uuid"], server_uuid, "INSTANCE")
     store.settle(lab.engine, migration, lab.now(), "cancelled", stuck=False)
@@ -272,7 +275,7 @@ def force_complete(lab: Lab, who: Identity, server_uuid: str, ref: str) -> None:
     if migration["migration_type"] != LIVE or migration["status"] != "running":
         raise BadRequest(
             f"Migration {migration['id']} state of instance {server_uuid} is "
-            f"{migration['status']}. Cannot force_complete while the migration is in this state."
+            f"{migration['status']}. Cannot force complete while the migration is in this state."
         )
     step_one(lab, migration, to="completed")
 

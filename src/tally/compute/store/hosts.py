@@ -76,3 +76,9 @@ def due_for_report(engine: sa.Engine, before: dt.datetime) -> list[dict[str, Any
 def delete(engine: sa.Engine, uuid: str) -> None:
     with transaction(engine, write=True) as conn:
         conn.execute(t.delete().where(t.c.uuid == uuid))
+
+
+def stop_all(engine: sa.Engine, now: dt.datetime) -> None:
+    """Every host down at once: the resource tracker leaves them alone from now."""
+    with transaction(engine, write=True) as conn:
+        conn.execute(t.update().values(forced_down=True, updated_at=now))

@@ -43,8 +43,12 @@ def listing(
     migration_type: str | None = None,
     project_id: str | None = None,
     user_id: str | None = None,
+    source: str | None = None,
+    changed_since: dt.datetime | None = None,
+    changed_before: dt.datetime | None = None,
 ) -> list[dict[str, Any]]:
-    """Newest first."""
+    """Newest first. `host`: either end; `source`: the source only; `changed_*`:
+    `updated_at` at or after / at or before."""
     query = matching(
         sa.select(t).order_by(t.c.id.desc()),
         t,
@@ -52,11 +56,16 @@ def listing(
         migration_type=migration_type,
         project_id=project_id,
         user_id=user_id,
+        source_compute=source,
     )
     if status is not None:
         query = query.where(t.c.status.in_(list(status)))
     if host is not None:
         query = query.where(sa.or_(t.c.source_compute == host, t.c.dest_compute == host))
+    if changed_since is not None:
+        query = query.where(t.c.updated_at >= changed_since)
+    if changed_before is not None:
+        query = query.where(t.c.updated_at <= changed_before)
     with transaction(engine) as conn:
         return [_row(r) for r in conn.execute(query)]
 
