@@ -39,6 +39,7 @@ from tally.doctor.cloud import (
     Progress,
     consumer_holdings,
     host_provider,
+    matched_migration,
     read_books,
     read_cloud,
 )
@@ -195,7 +196,7 @@ class _Judge:
         age = self.now - m.updated_at if m.updated_at else None
         if age is not None and age > self.stuck_after:
             why = f"migration {m.id} ({m.kind or 'move'}) {m.status} for {_duration(age)}"
-            return Finding(consumer, STUCK, held, why, fix=settle_command(m), **common)
+            return Finding(consumer, STUCK, held, why, fix=settle_command(m, self.cloud), **common)
         return Finding(consumer, MIGRATING, held, f"migration {m.id} {m.status}", **common)
 
     def server(self, server: Any, held: Allocations) -> Finding:
@@ -252,33 +253,33 @@ class _Judge:
         return self.placement.consumer_allocations(consumer).get("consumer_type")
 
     def _matched_migration(self, consumer: str, held: Allocations) -> Any:
-        """Before compute 2.59 migrations have no uuid: a MIGRATION consumer is the
-        move of the server with its owner whose source or destination it holds, when
-        exactly one move fits."""
-        if any(m.uuid for m in self.cloud.migrations) or consumer in self.cloud.servers:
-            return None
-        if self._consumer_type(consumer) not in ("MIGRATION", None):
-            return None
-        found = self.placement.consumer_allocations(consumer)
-        owner = (found.get("project_id"), found.get("user_id"))
-        names = {self.books.name(r) for r in self.books.compute_roots(held)}
-        fits = [
-            m
-            for m in self.cloud.migrations
-            if (s := self.cloud.servers.get(m.server)) is not None
-            and (s.project_id, s.user_id) == owner
-            and names & {m.source_host, m.dest_host}
-        ]
-        return fits[0] if len(fits) == 1 else None
+        return matched_migration(self.cloud, self.books, self.placement, consumer, held)
 
 
-def settle_command(m: Any) -> str | None:
+def settle_command(m: Any, cloud: Cloud) -> str | None:
     """The compute command that ends a move in flight: confirm a finished resize or
-    cold migration, abort a live migration (compute 2.24)."""
+    cold migration, abort a running live migration (compute 2.24; a queued or
+    preparing one from 2.65). None when the compute API cannot (see `unsettled`)."""
     if m.status == "finished":
         return f"openstack server resize confirm {m.server}"
-    if m.kind == "live-migration" and m.status in ("queued", "preparing", "running"):
-        return f"openstack --os-compute-api-version 2.24 server migration abort {m.server} {m.id}"
+    if unsettled(m, cloud) is None:
+        version = "2.65" if m.status != "running" else "2.24"
+        return (
+            f"openstack --os-compute-api-version {version} server migration abort {m.server} {m.id}"
+        )
+    return None
+
+
+def unsettled(m: Any, cloud: Cloud) -> str | None:
+    """Why this compute API cannot abort the live migration `m` (None: it can)."""
+    have = tuple(int(n) for n in cloud.version.split("."))
+    if m.status == "running" and have < (2, 24) or m.status != "running" and have < (2, 65):
+        need = "2.24" if m.status == "running" else "2.65"
+        return f"aborting it needs compute {need}; this compute API speaks {cloud.version}"
+    if m.kind != "live-migration":
+        return f"a {m.kind or 'move'} cannot be aborted: wait for it to end or confirm it"
+    if m.status not in ("queued", "preparing", "running"):
+        return f"a live migration {m.status} cannot be aborted"
     return None
 
 

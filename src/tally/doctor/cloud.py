@@ -73,6 +73,7 @@ class Cloud:
     migrations: list[Migration]
     nodes: dict[str, str | None]  # node name -> its provider uuid (None before 2.53)
     lab: bool = False  # the compute API is Tally's lab (it has /os-lab)
+    version: str = "2.96"  # the compute microversion spoken
 
     def migration(self, uuid: str) -> Migration | None:
         return next((m for m in self.migrations if m.uuid == uuid), None)
@@ -110,6 +111,44 @@ def host_provider(cloud: Cloud, books: Books, server: Server) -> str | None:
     return rp if rp in books.providers else None
 
 
+def matched_migration(
+    cloud: Cloud, books: Books, placement: PlacementClient, consumer: str, held: Allocations
+) -> Migration | None:
+    """Before compute 2.59 migrations have no uuid: a MIGRATION (or untyped) consumer
+    is the move of the server with its owner whose source or destination it holds,
+    when exactly one move fits."""
+    if any(m.uuid for m in cloud.migrations) or consumer in cloud.servers:
+        return None
+    found = placement.consumer_allocations(consumer)
+    if found.get("consumer_type") not in ("MIGRATION", None):
+        return None
+    owner = (found.get("project_id"), found.get("user_id"))
+    names = {books.name(r) for r in books.compute_roots(held)}
+    fits = [
+        m
+        for m in cloud.migrations
+        if (s := cloud.servers.get(m.server)) is not None
+        and (s.project_id, s.user_id) == owner
+        and names & {m.source_host, m.dest_host}
+    ]
+    return fits[0] if len(fits) == 1 else None
+
+
+def migration_holds(
+    cloud: Cloud, books: Books, placement: PlacementClient, server: str
+) -> dict[str, Migration]:
+    """The consumers holding allocations for the finished moves of `server`: by
+    migration uuid, or (before 2.59) by owner and host."""
+    found = {m.uuid: m for m in cloud.moves_of(server, over=True) if m.uuid in books.holdings}
+    if any(m.uuid for m in cloud.migrations):
+        return found
+    for consumer, allocations in books.holdings.items():
+        m = matched_migration(cloud, books, placement, consumer, allocations)
+        if m is not None and m.server == server and m.over:
+            found[consumer] = m
+    return found
+
+
 # ---------------------------------------------------------------- compute
 
 
@@ -144,6 +183,7 @@ def read_cloud(compute: ComputeClient) -> Cloud:
         migrations=[_migration(m) for m in migrations],
         nodes={h["hypervisor_hostname"]: str(h["id"]) if uuids else None for h in hypervisors},
         lab=_is_lab(compute),
+        version=compute.version,
     )
 
 

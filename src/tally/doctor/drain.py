@@ -56,8 +56,8 @@ def drain(
     services = compute.get("/os-services", {"host": host, "binary": "nova-compute"})["services"]
     if not services:
         raise ClientError(f"no nova-compute service on host {host}")
-    hypervisors = compute.get("/os-hypervisors").get("hypervisors") or []
-    provider = next((str(h["id"]) for h in hypervisors if h["hypervisor_hostname"] == host), None)
+    named = placement.get("/resource_providers", {"name": host})["resource_providers"]
+    provider = named[0]["uuid"] if named else None
     servers = [
         s["id"]
         for s in paged(compute, "/servers/detail", "servers", {"all_tenants": 1, "host": host})
@@ -65,19 +65,33 @@ def drain(
     if not apply:
         moves = tuple(Move(s, "planned") for s in servers)
         return DrainReport(host, provider, False, moves, _left(placement, provider))
-    compute.put(
-        f"/os-services/{services[0]['id']}", {"status": "disabled", "disabled_reason": reason}
-    )
+    _disable(compute, services[0], host, reason)
     started: dict[str, Move] = {}
     for server in servers:
         try:
-            body = {"os-migrateLive": {"host": None, "block_migration": "auto"}}
-            compute.post(f"/servers/{server}/action", body)
+            compute.post(f"/servers/{server}/action", _live_migration(compute))
             started[server] = Move(server, "started")
         except ComputeError as exc:
             started[server] = Move(server, "error", error=exc.detail)
     moves = _wait(compute, started, wait or (lambda: time.sleep(2)), timeout, progress)
     return DrainReport(host, provider, True, moves, _left(placement, provider))
+
+
+def _disable(compute: ComputeClient, service: dict[str, Any], host: str, reason: str) -> None:
+    """Disable the service with a reason: by its uuid from 2.53, by host before."""
+    if compute.at_least("2.53"):
+        body = {"status": "disabled", "disabled_reason": reason}
+        compute.put(f"/os-services/{service['id']}", body)
+    else:
+        body = {"host": host, "binary": "nova-compute", "disabled_reason": reason}
+        compute.put("/os-services/disable-log-reason", body)
+
+
+def _live_migration(compute: ComputeClient) -> dict[str, Any]:
+    """`os-migrateLive` to a host the scheduler picks, in the version's words."""
+    if compute.at_least("2.25"):
+        return {"os-migrateLive": {"host": None, "block_migration": "auto"}}
+    return {"os-migrateLive": {"host": None, "block_migration": False, "disk_over_commit": False}}
 
 
 def _wait(

@@ -31,6 +31,7 @@ from typing import Any
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
 from tally.doctor import audit as audits
+from tally.doctor.cloud import flavor_of
 from tally.doctor.heal import flavor_resources
 from tally.doctor.inventory_check import InventoryCheck, check_change, largest_safe_reserved
 
@@ -161,10 +162,11 @@ class _Planner:
             if not holds_here:
                 continue
             self.done |= {m.server, m.uuid or ""}
-            command = audits.settle_command(m)
+            command = audits.settle_command(m, self.cloud)
             who = server.label if server else m.server
             if command is None:
-                text = f"the move {m.id} of {who} is {m.status}: wait for it to end"
+                why = audits.unsettled(m, self.cloud)
+                text = f"the move {m.id} of {who} is {m.status} and {why}: wait for it to end"
                 self._step(text, None, {})
             elif "confirm" in command:
                 freed = self.books.holdings.get(m.uuid or "", {}).get(self.rp, {})
@@ -186,7 +188,7 @@ class _Planner:
             stale = self._stale_hold(f)
             change: dict[str, int] = _neg(f.allocations.get(self.rp, {}))
             if f.host_provider == self.rp and stale is None:  # its flavor comes here
-                for rc, n in flavor_resources(server.flavor).items():
+                for rc, n in flavor_resources(flavor_of(self.compute, server)).items():
                     change[rc] = change.get(rc, 0) + n
             self.done.add(stale or "")  # a stale hold taken back stays, as the server's
             where = self.books.name(f.host_provider or "") if f.host_provider else server.host
@@ -232,7 +234,7 @@ class _Planner:
             text = f"give {names} their flavor on the new provider of {host}"
             gained: dict[str, int] = {}
             for server in stranded:
-                for rc, n in flavor_resources(server.flavor).items():
+                for rc, n in flavor_resources(flavor_of(self.compute, server)).items():
                     gained[rc] = gained.get(rc, 0) + n
             self._step(text, "tally heal --apply", gained)
 

@@ -36,6 +36,7 @@ from tally.doctor.cloud import (
     Server,
     flavor_of,
     host_provider,
+    migration_holds,
     read_books,
     read_cloud,
 )
@@ -158,10 +159,9 @@ class _Healer:
 
     def _stale_hold_on(self, server: Server, rp: str) -> str | None:
         """A finished move of the server holding its host's tree (its source)."""
-        for m in self.cloud.moves_of(server.id, over=True):
-            held = self.books.holdings.get(m.uuid or "", {})
-            if rp in self.books.compute_roots(held):
-                return m.uuid
+        for consumer in migration_holds(self.cloud, self.books, self.placement, server.id):
+            if rp in self.books.compute_roots(self.books.holdings[consumer]):
+                return consumer
         return None
 
     def _take_back(self, server: Server, current: allocs.Consumer, stale: str, rp: str) -> Healing:
