@@ -1,4 +1,5 @@
-"""`tally serve`: migrate an empty database, then serve with gunicorn."""
+"""`tally serve`: migrate an empty database, then serve (tally.serving: whole requests
+buffered before a thread runs them; `--workers N` pre-forked processes)."""
 
 from __future__ import annotations
 
@@ -65,28 +66,26 @@ def refuse_unsafe_bind(settings: Settings) -> None:
         )
 
 
-def run_gunicorn(settings: Settings) -> None:
-    from gunicorn.app.base import BaseApplication
+def run_server(settings: Settings) -> None:
+    """Serve until SIGTERM/SIGINT; each serving process builds its own app, and the
+    lab's ticker, after the fork."""
+    from tally import serving
 
-    class TallyServer(BaseApplication):
-        def load_config(self) -> None:
-            self.cfg.set("bind", f"{settings.host}:{settings.port}")
-            self.cfg.set("workers", settings.workers)
-            self.cfg.set("worker_class", "gthread")
-            self.cfg.set("threads", 8)
-            self.cfg.set("accesslog", None)
-            self.cfg.set("timeout", 120)
-            self.cfg.set("graceful_timeout", 5)
-            self.cfg.set("limit_request_line", 8190)  # gunicorn's most, short of unlimited
+    def build() -> serving.WSGIApp:
+        from tally.server import create_server, start_ticker
 
-        def load(self):  # noqa: ANN202 - gunicorn's signature
-            from tally.server import create_server, start_ticker
+        server = create_server(settings)  # Placement, and the lab when it is on
+        start_ticker(server)  # per process: the lab's migrations and resource tracker
+        return server
 
-            server = create_server(settings)  # Placement, and the lab when it is on
-            start_ticker(server)  # per worker: the lab's migrations and resource tracker
-            return server
-
-    TallyServer().run()
+    try:
+        sock = serving.listen(settings.host, settings.port)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
+        ) from None
+    limits = serving.Limits(body=settings.max_body_bytes)
+    serving.serve(sock, build, limits, workers=settings.workers)
 
 
 @click.command()
@@ -134,7 +133,7 @@ def serve(
 
     for line in describe(settings, f"http://{settings.host}:{settings.port}"):
         logging.getLogger("tally").info("%s", line)
-    run_gunicorn(settings)
+    run_server(settings)
 
 
 def _get_in_process(settings: Settings, engine, path: str) -> None:  # noqa: ANN001

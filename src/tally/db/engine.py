@@ -1,21 +1,44 @@
-"""Engines and the one transaction helper.
+"""Engines, the one transaction helper (and its retrying form), and what counts as
+the database being unavailable.
 
 SQLite runs in WAL mode with a busy timeout; write transactions start with
 `BEGIN IMMEDIATE`, so writers queue for the lock up front instead of failing
 half-way with "database is locked" (datasette's discipline). On PostgreSQL and
-MySQL the ledger locks the provider rows it changes (`SELECT ... FOR UPDATE`).
+MySQL the ledger locks the provider rows it changes (`SELECT ... FOR UPDATE`);
+a deadlock or serialization failure there aborts one transaction, which
+`run_retrying` runs again from the start.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
 
+
+LOG = logging.getLogger(__name__)
 WRITE = "tally_write"
+T = TypeVar("T")
+
+# Transactions the database aborted to resolve a race: run them again.
+_RETRIABLE_PGCODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
+_RETRIABLE_MYSQL_ERRNOS = {1213, 1205}  # deadlock found, lock wait timeout
+
+# The database cannot be reached or used right now (a retry later may work), as
+# opposed to a statement being wrong. PostgreSQL SQLSTATE classes: 08 connection
+# exception, 53 insufficient resources (too many connections, disk full), 57P0x
+# shutting down / starting up, 55P03 lock timeout. MySQL errors: too many connections,
+# shutdown in progress, lock wait timeout, can't connect, server gone away, lost
+# connection. SQLite: locked past the busy timeout, file missing or unreadable.
+_UNAVAILABLE_PG_CLASSES = {"08", "53"}
+_UNAVAILABLE_PGCODES = {"57P01", "57P02", "57P03", "55P03"}  # and lock_not_available
+_UNAVAILABLE_MYSQL_ERRNOS = {1040, 1053, 1205, 2002, 2003, 2005, 2006, 2013, 2055}
+_UNAVAILABLE_SQLITE = ("database is locked", "unable to open database file", "disk i/o error")
 
 
 def make_engine(url: str) -> sa.Engine:
@@ -68,3 +91,70 @@ def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connectio
             conn = conn.execution_options(**{WRITE: True})
         with conn.begin():
             yield conn
+
+
+def run_retrying(
+    engine: sa.Engine,
+    body: Callable[[sa.Connection], T],
+    *,
+    retries: int,
+    gave_up: Callable[[], Exception],
+    also: tuple[type[Exception], ...] = (),
+) -> T:
+    """`body` in a write transaction; run again from the start, at most `retries`
+    times in all, when the database aborted it to resolve a race with another writer
+    (deadlock, serialization failure, lock wait timeout) or it raised one of `also`
+    (races the caller detects itself). Then `gave_up()` is raised."""
+    for _attempt in range(max(1, retries)):
+        try:
+            with transaction(engine, write=True) as conn:
+                return body(conn)
+        except also as exc:
+            LOG.debug("write raced another writer (%s); retrying", type(exc).__name__)
+        except sa.exc.DBAPIError as exc:
+            if not _retriable(exc):
+                raise
+            LOG.debug("write hit %s; retrying", exc.orig)
+    LOG.warning("write gave up after %d attempts", max(1, retries))
+    raise gave_up()
+
+
+def _retriable(exc: sa.exc.DBAPIError) -> bool:
+    """A deadlock or serialization failure the database resolved by aborting us."""
+    pgcode, mysql_errno = _codes(exc)
+    return pgcode in _RETRIABLE_PGCODES or mysql_errno in _RETRIABLE_MYSQL_ERRNOS
+
+
+def _codes(exc: sa.exc.DBAPIError) -> tuple[str | None, object]:
+    orig = exc.orig
+    pgcode = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
+    mysql_errno = orig.args[0] if orig is not None and orig.args else None
+    return pgcode, mysql_errno
+
+
+def unavailable(exc: BaseException) -> bool:
+    """Whether `exc` says the database cannot be reached or used now (down,
+    restarting, refusing connections, out of connections, locked past the busy
+    timeout, the pool exhausted), so the request may work if sent again later."""
+    if isinstance(exc, sa.exc.TimeoutError):  # no pooled connection came free in time
+        return True
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return False
+    if exc.connection_invalidated:  # the driver said: disconnected
+        return True
+    if not isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
+        return False
+    pgcode, mysql_errno = _codes(exc)
+    module = type(exc.orig).__module__
+    if module.startswith("psycopg"):
+        # No SQLSTATE: the client library failed (connection refused or lost).
+        return (
+            pgcode is None
+            or pgcode[:2] in _UNAVAILABLE_PG_CLASSES
+            or (pgcode in _UNAVAILABLE_PGCODES)
+        )
+    if module.startswith("pymysql") or module.startswith("MySQLdb"):
+        return mysql_errno in _UNAVAILABLE_MYSQL_ERRNOS
+    if module.startswith("sqlite3"):
+        return str(exc.orig).lower().startswith(_UNAVAILABLE_SQLITE)
+    return False

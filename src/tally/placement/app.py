@@ -60,6 +60,7 @@ def create_app(settings: Settings, engine: sa.Engine | None = None) -> falcon.Ap
             middleware.ContentNegotiation(settings.max_body_bytes, settings.max_query_bytes),
             _identity_middleware(settings),
             middleware.Authorize(policy.Policy(settings)),
+            middleware.InputDomain(),
         ],
         cors_enable=False,
     )

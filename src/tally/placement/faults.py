@@ -1,6 +1,8 @@
 """The one error path: Placement's error document, rendered as the client's Accept
-asks (JSON, or webob-style html/plain text as upstream), for our typed errors and
-for Falcon's own (no route: 404, wrong method: 405)."""
+asks (JSON, or webob-style html/plain text as upstream), for our typed errors, for
+Falcon's own (no route: 404, wrong method: 405), for a database that cannot be
+reached (503 with `retry-after`), and for requests the server refuses before the app
+(`server_error_document`, used by tally.serving)."""
 
 from __future__ import annotations
 
@@ -9,19 +11,35 @@ import logging
 
 import falcon
 
+from tally.db.engine import unavailable
 from tally.placement import errors as codes
 from tally.placement.ledger.errors import TallyError
+
+RETRY_AFTER_SECONDS = 5  # what a 503 for an unreachable database asks clients to wait
 
 
 def error_document(
     req: falcon.Request, status: int, title: str, detail: str, code: str, **extra: str
 ) -> dict:
     """Placement's error body. The one place it is built."""
-    error: dict = {"status": status, "title": title, "detail": detail}
     version = getattr(req.context, "version", None)
-    if version is not None and version >= (1, 23):
-        error["code"] = code
+    with_code = version is not None and version >= (1, 23)
     request_id = getattr(req.context, "request_id", None)
+    return _document(status, title, detail, code if with_code else None, request_id, extra)
+
+
+def server_error_document(status: int, title: str, detail: str, request_id: str) -> dict:
+    """The body of a request the server refused before the app read a microversion
+    (request line, headers or body past the server's limits): every field."""
+    return _document(status, title, detail, codes.DEFAULT, request_id, {})
+
+
+def _document(
+    status: int, title: str, detail: str, code: str | None, request_id: str | None, extra: dict
+) -> dict:
+    error: dict = {"status": status, "title": title, "detail": detail}
+    if code is not None:
+        error["code"] = code
     if request_id:
         error["request_id"] = request_id
     error.update(extra)
@@ -116,5 +134,21 @@ def serialize_falcon_error(
 def handle_unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params: dict):
     if isinstance(exc, falcon.HTTPError):
         raise exc
+    if unavailable(exc):
+        # Not a bug: the database is down, restarting, refusing connections or locked.
+        # The engine reconnects by itself once it is back (pool_pre_ping).
+        logging.getLogger("tally.placement").error(
+            "Database unavailable: %s", str(getattr(exc, "orig", None) or exc).strip()
+        )
+        resp.status = 503
+        resp.set_header("retry-after", str(RETRY_AFTER_SECONDS))
+        detail = (
+            "The database is unavailable (down, restarting or busy); "
+            f"retry in {RETRY_AFTER_SECONDS} seconds."
+        )
+        render_error(
+            req, resp, error_document(req, 503, "Service Unavailable", detail, codes.DEFAULT)
+        )
+        return
     logging.getLogger("tally.placement").exception("Uncaught exception")
     handle_tally_error(req, resp, TallyError("An unexpected error occurred."), params)

@@ -1,5 +1,5 @@
 """Request pipeline: request id, request log, microversion, auth, content negotiation,
-policy. (CORS is in cors.py.)
+policy, the input domain of paths and query strings. (CORS is in cors.py.)
 
 Falcon runs every `process_response` even after an error, so headers that must be on
 every answer (request id, microversion echo, `vary`) are added there.
@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextvars
 import logging
 import time
+import urllib.parse
 import uuid
 
 import falcon
@@ -24,6 +25,7 @@ from tally.placement.ledger.errors import (
     Unauthorized,
     UriTooLong,
 )
+from tally.placement.schemas import domain
 
 REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 request_log = logging.getLogger("tally.requestlog")
@@ -133,6 +135,14 @@ class KeystoneIdentity:
         )
 
 
+def _answers(req: falcon.Request, resource: object) -> bool:
+    """Whether the resource's own responder answers this request: not a method
+    the route lacks (405), nor one outside its microversion range (404)."""
+    responder = getattr(resource, f"on_{req.method.lower()}", None)
+    gate = getattr(responder, "version_gate", None)
+    return responder is not None and (gate is None or gate(req.context.version))
+
+
 def _split(header: str) -> tuple[str, ...]:
     return tuple(r.strip() for r in header.split(",") if r.strip())
 
@@ -151,11 +161,7 @@ class Authorize:
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict
     ) -> None:
         rule = getattr(resource, "POLICIES", {}).get(req.method)
-        if rule is None:
-            return
-        responder = getattr(resource, f"on_{req.method.lower()}", None)
-        gate = getattr(responder, "version_gate", None)
-        if gate is not None and not gate(req.context.version):
+        if rule is None or not _answers(req, resource):
             return
         target = None
         names = getattr(resource, "POLICY_TARGET_QUERY", ())
@@ -206,3 +212,43 @@ class ContentNegotiation:
             raise BadRequest("content-type header required when content-length > 0")
         if length and length > self.max_body_bytes:
             raise PayloadTooLarge(f"Request body is larger than {self.max_body_bytes} bytes.")
+
+
+class InputDomain:
+    """Paths and query strings within the input domain (`schemas.domain`): valid
+    UTF-8 without NUL characters (400 naming the parameter), and the provider
+    or consumer uuid in the path in canonical form (`{uuid}`, `{consumer_uuid}`),
+    so every spelling of one uuid reaches the same row. Runs once routing has
+    found the responder, after policy, as upstream checks input in the handler."""
+
+    UUID_PARAMS = ("uuid", "consumer_uuid")
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict
+    ) -> None:
+        if resource is None or not _answers(req, resource):
+            return
+        raw_path = req.env.get("PATH_INFO", "")  # bytes tunnelled as latin-1 (PEP 3333)
+        if not raw_path.isascii():
+            try:
+                raw_path.encode("latin-1").decode("utf-8")
+            except UnicodeError:
+                raise BadRequest(f"Invalid path: not valid UTF-8. Got: {req.path!r}") from None
+        for name, value in params.items():
+            domain.check_text(value, f"path parameter {name!r}")
+            if name in self.UUID_PARAMS:
+                params[name] = domain.canonical_uuid(value)
+        if not req.query_string:
+            return
+        try:
+            urllib.parse.unquote_to_bytes(req.query_string).decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest(
+                "Invalid query string parameters: the query string is not valid UTF-8."
+            ) from None
+        for key, values in falcon.uri.parse_query_string(
+            req.query_string, keep_blank=True, csv=False
+        ).items():
+            domain.check_text(key, "query string parameter name")
+            for value in values if isinstance(values, list) else [values]:
+                domain.check_text(value, f"query string parameter {key!r}")

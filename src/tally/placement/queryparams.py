@@ -14,6 +14,9 @@ Shapes:
   member_of   `U` / `in:U1,U2` / `!U` / `!in:U1,U2` (repeatable from 1.24)
                                             -> Aggregates(required=[{U}, ...], forbidden={...})
   in_tree     `U`                            -> "U"
+
+Amounts are at most `domain.MAX_INT`, and uuids come back in canonical form
+(`schemas.domain`).
 """
 
 from __future__ import annotations
@@ -21,8 +24,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from tally.placement.handlers.common import is_uuid_like
 from tally.placement.ledger.errors import BadRequest
+from tally.placement.schemas.domain import MAX_INT, canonical_uuid, is_uuid_like
 
 # Microversions that widened what these parameters accept.
 FORBIDDEN_TRAITS = (1, 22)
@@ -61,7 +64,7 @@ class Aggregates:
 
 
 def parse_resources(value: str) -> dict[str, int]:
-    """`RC:N,RC:N` -> {RC: N}; every amount a positive integer."""
+    """`RC:N,RC:N` -> {RC: N}; every amount an integer from 1 to MAX_INT."""
     if value.strip() == "":
         raise BadRequest(
             "Badly formed resources parameter. Expected resources query string "
@@ -84,6 +87,11 @@ def parse_resources(value: str) -> dict[str, int]:
             ) from None
         if amount < 1:
             raise BadRequest(f"Requested resource {name} requires amount >= 1. Got: {amount}.")
+        if amount > MAX_INT:
+            raise BadRequest(
+                f"Badly formed resources parameter: requested resource {name} amount "
+                f"{raw_amount} is greater than the maximum of {MAX_INT}."
+            )
         amounts[name] = amount
     return amounts
 
@@ -180,8 +188,10 @@ def parse_member_of_value(value: str) -> Aggregates:
                 "Invalid query string parameters: Expected 'member_of' parameter to contain "
                 f"valid UUID(s). Got: {agg}"
             )
+    required = {canonical_uuid(agg) for agg in required}
     return Aggregates(
-        required=[frozenset(required)] if required else [], forbidden=frozenset(forbidden)
+        required=[frozenset(required)] if required else [],
+        forbidden=frozenset(canonical_uuid(agg) for agg in forbidden),
     )
 
 
@@ -208,11 +218,11 @@ def parse_member_of(
 
 
 def parse_in_tree(value: str) -> str:
-    """A provider uuid (surrounding blanks ignored)."""
+    """A provider uuid (surrounding blanks ignored), in canonical form."""
     stripped = value.strip()
     if not is_uuid_like(stripped):
         raise BadRequest(
             "Invalid query string parameters: Expected 'in_tree' parameter to be a format "
             f"of uuid. Got: {value}"
         )
-    return stripped
+    return canonical_uuid(stripped)

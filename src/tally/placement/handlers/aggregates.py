@@ -46,10 +46,10 @@ class ProviderAggregates:
         schema = schemas.put_body(req.context.version)
 
         def wanted() -> ledger.Wanted:
-            validate(body, schema)
+            data = validate(body, schema)
             if with_generation:
-                return body["aggregates"], body["resource_provider_generation"]
-            return body, None
+                return data["aggregates"], data["resource_provider_generation"]
+            return data, None
 
         found = ledger.set_provider_aggregates(
             self.service.engine, uuid, wanted, bump=with_generation

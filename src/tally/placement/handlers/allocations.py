@@ -11,7 +11,6 @@ mappings accepted from 1.34; consumer_type from 1.38;
 
 from __future__ import annotations
 
-import uuid as uuidlib
 from typing import Any
 
 import falcon
@@ -88,9 +87,8 @@ class ConsumerAllocations:
         cache_headers(req, resp, found.last_modified)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
-        if not is_uuid_like(consumer_uuid):
+        if not is_uuid_like(consumer_uuid):  # (the path's uuid is canonical: InputDomain)
             raise BadRequest(f"Malformed consumer_uuid: {consumer_uuid}")
-        consumer_uuid = str(uuidlib.UUID(consumer_uuid))
         version = req.context.version
         data = read_json(req, schemas.pick(schemas.PUT_SCHEMAS, version))
         ledger.replace(

@@ -6,8 +6,6 @@ from __future__ import annotations
 import datetime as dt
 import email.utils
 import functools
-import json
-import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any
 
@@ -21,6 +19,8 @@ from tally.placement.ledger.errors import (
     NotFound,
     UnsupportedMediaType,
 )
+from tally.placement.schemas import domain
+from tally.placement.schemas.domain import is_uuid_like
 
 _FORMAT_CHECKER = jsonschema.FormatChecker()
 
@@ -30,14 +30,6 @@ def _is_uuid(instance: object) -> bool:
     if not isinstance(instance, str):
         return True
     return is_uuid_like(instance)
-
-
-def is_uuid_like(value: str) -> bool:
-    """As upstream: any string `uuid.UUID` accepts, dashes optional."""
-    try:
-        return str(uuidlib.UUID(value)).replace("-", "") == value.replace("-", "").lower()
-    except (TypeError, ValueError, AttributeError):
-        return False
 
 
 _VALIDATORS: dict[int, tuple[dict, Any]] = {}
@@ -57,26 +49,28 @@ def _validator(schema: dict) -> Any:
     return cached[1]
 
 
-def validate(data: Any, schema: dict, prefix: str = "JSON does not validate") -> None:
+def validate(data: Any, schema: dict, prefix: str = "JSON does not validate") -> Any:
+    """400 unless `data` matches `schema`; else `data` with its uuids in
+    canonical form (`domain.canonical`)."""
     try:
         error = jsonschema.exceptions.best_match(_validator(schema).iter_errors(data))
         if error is not None:
             raise error
     except jsonschema.ValidationError as exc:
         # Clients (and upstream's tests) match "Failed validating '<keyword>' in schema[...]".
+        # As jsonschema's own text, the value's place follows: "On instance['total']".
         where = "".join(f"[{p!r}]" for p in list(exc.relative_schema_path)[:-1])
+        field = "".join(f"[{p!r}]" for p in exc.absolute_path)
         raise BadRequest(
             f"{prefix}: {exc.message}. Failed validating {exc.validator!r} in schema{where}"
+            + (f". On instance{field}" if field else "")
         ) from None
-
-
-def _not_json(name: str) -> Any:
-    """NaN and Infinity are not JSON (Python's parser accepts them by default)."""
-    raise ValueError(f"{name} is not a valid JSON value")
+    return domain.canonical(data, schema)
 
 
 def read_json(req: falcon.Request, schema: dict | None = None) -> Any:
-    """The request body as JSON, validated against `schema`.
+    """The request body as JSON within the input domain (`schemas.domain`),
+    validated against `schema`, with its uuids in canonical form.
 
     415 unless the body is `application/json`; 400 for malformed JSON or a body
     that does not match the schema (the message names the field).
@@ -86,15 +80,8 @@ def read_json(req: falcon.Request, schema: dict | None = None) -> Any:
         raise UnsupportedMediaType(
             f"The media type {req.content_type or 'None'} is not supported, use application/json"
         )
-    raw = req.bounded_stream.read()
-    try:
-        # As upstream, an empty body is malformed JSON, not a null document.
-        data = json.loads(raw.decode("utf-8"), parse_constant=_not_json)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise BadRequest(f"Malformed JSON: {exc}") from None
-    if schema is not None:
-        validate(data, schema)
-    return data
+    data = domain.parse_json(req.bounded_stream.read())
+    return data if schema is None else validate(data, schema)
 
 
 def since(min_version: str, max_version: str | None = None, status: int = 404) -> Callable:
@@ -147,6 +134,12 @@ def url(req: falcon.Request, path: str) -> str:
     return f"{req.root_path}{path}"
 
 
+def location(req: falcon.Request, path: str) -> str:
+    """A `Location` header: absolute, as upstream sends it (a client behind a path
+    prefix, like osc-placement's keystoneauth, would otherwise add the prefix twice)."""
+    return f"{req.prefix}{path}"
+
+
 def query(req: falcon.Request) -> dict[str, list[str]]:
     """Query parameters as lists of values (a key may repeat)."""
     found: dict[str, list[str]] = {}
@@ -171,6 +164,10 @@ def single(params: dict[str, list[str]], name: str) -> str | None:
 
 
 def validate_query(params: dict[str, list[str]], schema: dict) -> None:
-    """Validate query parameters (last value of each key) against a schema."""
+    """Validate query parameters (last value of each key) against a schema, and
+    put the values the schema calls uuids in canonical form (in place)."""
     flat = {k: v[-1] for k, v in params.items()}
     validate(flat, schema, prefix="Invalid query string parameters")
+    properties = schema.get("properties", {})
+    for key, values in params.items():
+        params[key] = [domain.canonical(value, properties.get(key, {})) for value in values]

@@ -11,6 +11,7 @@ from tally.placement import queryparams
 from tally.placement.context import Service
 from tally.placement.handlers.common import (
     cache_headers,
+    location,
     query,
     read_json,
     url,
@@ -90,13 +91,13 @@ class Providers:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         version = req.context.version
         data = read_json(req, schemas.for_version(schemas.POST, version))
-        # Dashless or upper-case uuids are stored in their canonical form.
-        rp_uuid = str(uuidlib.UUID(data["uuid"])) if data.get("uuid") else str(uuidlib.uuid4())
+        # (read_json gives uuids in canonical form: dashless or upper-case ones too)
+        rp_uuid = data.get("uuid") or str(uuidlib.uuid4())
         parent = data.get("parent_provider_uuid")
         created = ledger.create_provider(
             self.service.engine, name=data["name"], uuid=rp_uuid, parent_uuid=parent
         )
-        resp.location = url(req, f"/resource_providers/{created.uuid}")
+        resp.location = location(req, f"/resource_providers/{created.uuid}")
         if version >= POST_RETURNS_BODY:
             resp.media = serialize(req, created)
             cache_headers(req, resp, created.last_modified)

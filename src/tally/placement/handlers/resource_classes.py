@@ -11,6 +11,7 @@ import falcon
 from tally.placement.context import Service
 from tally.placement.handlers.common import (
     cache_headers,
+    location,
     read_json,
     since,
     url,
@@ -52,7 +53,7 @@ class ResourceClasses:
         body = read_json(req, schemas.NAME_BODY)
         created, _ = ledger.ensure_class(self.service.engine, body["name"], must_be_new=True)
         resp.status = falcon.HTTP_201
-        resp.location = _link(req, created.name)
+        resp.location = location(req, f"/resource_classes/{created.name}")
 
 
 class ResourceClass:
@@ -80,7 +81,7 @@ class ResourceClass:
         validate({"name": name}, schemas.NAME_BODY)
         found, created = ledger.ensure_class(self.service.engine, name, must_be_new=False)
         resp.status = falcon.HTTP_201 if created else falcon.HTTP_204
-        resp.location = _link(req, found.name)
+        resp.location = location(req, f"/resource_classes/{found.name}")
 
     @since("1.2")
     def on_delete(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:

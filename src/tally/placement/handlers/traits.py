@@ -11,10 +11,10 @@ import falcon
 from tally.placement.context import Service
 from tally.placement.handlers.common import (
     cache_headers,
+    location,
     query,
     read_json,
     since,
-    url,
     utcnow,
     validate_query,
 )
@@ -102,7 +102,7 @@ class Trait:
             )
         trait, created = ledger.ensure_trait(self.service.engine, name)
         resp.status = falcon.HTTP_201 if created else falcon.HTTP_204
-        resp.location = url(req, f"/traits/{trait.name}")
+        resp.location = location(req, f"/traits/{trait.name}")
         cache_headers(req, resp, trait.created_at)
 
     @since("1.6")

@@ -22,6 +22,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 
 from tally.db import schema as t
+from tally.db.engine import run_retrying as run_retrying_in_engine
 from tally.db.engine import transaction
 from tally.placement.ledger import consumers as cons
 from tally.placement.ledger.common import (
@@ -35,10 +36,6 @@ from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict
 from tally.placement.ledger.usage_queries import capacity, used_by_provider
 
 LOG = logging.getLogger(__name__)
-
-# PostgreSQL SQLSTATEs of transactions the server may simply run again.
-_RETRIABLE_PGCODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
-_RETRIABLE_MYSQL_ERRNOS = {1213, 1205}  # deadlock found, lock wait timeout
 
 
 @dataclasses.dataclass
@@ -194,30 +191,16 @@ def run_retrying(
 ) -> None:
     """Run `body` in a write transaction, and run it again from the start when it
     loses a race the server resolves alone (see `replace`); at most `retries` times."""
-    for _attempt in range(max(1, retries)):
-        try:
-            with transaction(engine, write=True) as conn:
-                body(conn)
-            return
-        except (_Retry, sa.exc.IntegrityError):
-            LOG.debug("allocation write raced another writer; retrying")
-        except sa.exc.DBAPIError as exc:
-            if not _retriable(exc):
-                raise
-            LOG.debug("allocation write hit %s; retrying", exc.orig)
-    LOG.warning("allocation write gave up after %d attempts", max(1, retries))
-    raise ConcurrentUpdate(
-        "Inventory and/or allocations changed while attempting to allocate: "
-        "another request updated the same providers or consumers, please retry"
+    run_retrying_in_engine(
+        engine,
+        body,
+        retries=retries,
+        also=(_Retry, sa.exc.IntegrityError),
+        gave_up=lambda: ConcurrentUpdate(
+            "Inventory and/or allocations changed while attempting to allocate: "
+            "another request updated the same providers or consumers, please retry"
+        ),
     )
-
-
-def _retriable(exc: sa.exc.DBAPIError) -> bool:
-    """A deadlock or serialization failure the database resolved by aborting us."""
-    orig = exc.orig
-    pgcode = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    mysql_errno = orig.args[0] if orig is not None and orig.args else None
-    return pgcode in _RETRIABLE_PGCODES or mysql_errno in _RETRIABLE_MYSQL_ERRNOS
 
 
 def replace_in(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:

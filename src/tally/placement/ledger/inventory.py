@@ -32,11 +32,22 @@ from tally.placement.ledger.errors import (
     ConcurrentUpdate,
     NotFound,
 )
+from tally.placement.ledger.resource_classes import lock_for_inventory
 from tally.placement.ledger.usage_queries import capacity
 
 log = logging.getLogger("tally.placement.inventory")
 
-MAX_INT = 2147483647
+MAX_INT = 2147483647  # the INT columns of an inventory (and of an allocation's amount)
+# The largest capacity, int((total - reserved) * allocation_ratio), a write may
+# give an inventory. The searches compute capacity in SQL from the stored
+# fields: PostgreSQL casts it to BIGINT (an error past 2^63, failing every
+# search for everyone) and adds an amount to a BIGINT usage; SQLite's CAST
+# saturates at 2^63 - 1; all compare usage + amount with the double product.
+# Up to 2^53 every one of those is exact in a double, on each backend and in
+# Python, and usage (which never exceeds a capacity that was) stays in range
+# with it; JSON readers that hold numbers as doubles read it exactly too. No
+# real inventory comes near (2^31 units at a ratio of four million).
+MAX_CAPACITY = 2**53 - 1
 FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 
@@ -256,6 +267,12 @@ def _check_record(uuid: str, record: Record, rules: Rules, action: str) -> None:
             f"{prefix}: min_unit of {rc} ({record.min_unit}) is greater than "
             f"max_unit ({record.max_unit})"
         )
+    if record.capacity > MAX_CAPACITY:
+        raise BadRequest(
+            f"{prefix}: the capacity of {rc}, (total - reserved) * allocation_ratio = "
+            f"({total} - {reserved}) * {record.allocation_ratio} = {record.capacity}, "
+            f"is greater than the maximum of {MAX_CAPACITY}: lower allocation_ratio"
+        )
 
 
 def _records(conn: sa.Connection, provider_id: int) -> dict[str, Record]:
@@ -304,7 +321,14 @@ def _write(
             opening,
         )
     )
-    ids = _class_ids(conn, [*before, *after])
+    adding = [rc for rc in after if rc not in before]
+    ids = {**_class_ids(conn, list(before)), **lock_for_inventory(conn, adding)}
+    missing = sorted(rc for rc in adding if rc not in ids)
+    if missing:  # deleted by a request that committed while we were checking
+        raise BadRequest(
+            f"Unknown resource class in inventory for resource provider {provider.uuid}: "
+            + ", ".join(missing)
+        )
     inv, now = t.inventories, utcnow()
     mine = inv.c.resource_provider_id == provider.id
     gone = [ids[rc] for rc in before if rc not in after]

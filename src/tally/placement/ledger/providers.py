@@ -18,7 +18,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import is_sqlite, transaction
+from tally.db.engine import is_sqlite, run_retrying, transaction
 from tally.placement.ledger.common import (
     has_rows,
     ids_by_name,
@@ -29,12 +29,14 @@ from tally.placement.ledger.common import (
 from tally.placement.ledger.errors import (
     BadRequest,
     CannotDeleteParent,
+    ConcurrentUpdate,
     DuplicateName,
     NotFound,
     ProviderInUse,
 )
 
 _rp = t.resource_providers
+RETRIES = 10  # runs of a provider update the database aborted to break a deadlock
 
 
 class Provider(NamedTuple):
@@ -289,42 +291,62 @@ def update_provider(
 ) -> Provider:
     """Rename and/or (re-, un-)parent a provider. Giving a root its first parent
     is always allowed; moving or un-parenting a child needs `allow_reparenting`
-    (microversion 1.37)."""
-    with transaction(engine, write=True) as conn:
-        row = provider_row(conn, uuid, for_update=True)
-        values: dict = {"name": name, "updated_at": utcnow()}
-        new_root: int | None = None
-        subtree: list[int] = []
-        failed = f"Unable to save resource provider {uuid}"
-        if parent_uuid is None and row.parent_provider_id is not None:
-            if not allow_reparenting:
-                raise BadRequest(f"{failed}: un-parenting a provider is not currently allowed.")
-            subtree = _subtree_ids(conn, row)
-            new_root = row.id
-            values.update(parent_provider_id=None, root_provider_id=row.id)
-        elif isinstance(parent_uuid, str):
-            parent = _parent_row(conn, parent_uuid, failed)
-            moving = row.parent_provider_id is not None and row.parent_provider_id != parent.id
-            if moving and not allow_reparenting:
-                raise BadRequest(f"{failed}: re-parenting a provider is not currently allowed.")
-            subtree = _subtree_ids(conn, row)
-            if parent.id in subtree:
-                raise BadRequest(f"{failed}: creating loop in the provider tree is not allowed.")
-            new_root = parent.root_provider_id
-            values.update(parent_provider_id=parent.id, root_provider_id=new_root)
-        taken = DuplicateName(f"Conflicting resource provider {name} already exists.")
-        if name != row.name and _name_taken(conn, name):
-            raise taken
-        try:
-            with conn.begin_nested():
-                conn.execute(_rp.update().where(_rp.c.id == row.id).values(**values))
-        except sa.exc.IntegrityError:  # a concurrent rename took the name first
-            raise taken from None
-        if new_root is not None and subtree:
-            conn.execute(
-                _rp.update().where(_rp.c.id.in_(subtree)).values(root_provider_id=new_root)
-            )
-        return _load(conn, uuid)
+    (microversion 1.37).
+
+    Two re-parents that lock the same rows in opposite orders (A under B while B
+    goes under A) can deadlock on PostgreSQL and MySQL: the database aborts one, and
+    it runs again from the start, as allocation writes do (then it sees the other's
+    result, e.g. a loop, and answers for that)."""
+    return run_retrying(
+        engine,
+        lambda conn: _update(conn, uuid, name, parent_uuid, allow_reparenting),
+        retries=RETRIES,
+        gave_up=lambda: ConcurrentUpdate(
+            f"Unable to save resource provider {uuid}: other requests kept changing "
+            "the same provider tree, please retry"
+        ),
+    )
+
+
+def _update(
+    conn: sa.Connection,
+    uuid: str,
+    name: str,
+    parent_uuid: str | None | _Unset,
+    allow_reparenting: bool,
+) -> Provider:
+    row = provider_row(conn, uuid, for_update=True)
+    values: dict = {"name": name, "updated_at": utcnow()}
+    new_root: int | None = None
+    subtree: list[int] = []
+    failed = f"Unable to save resource provider {uuid}"
+    if parent_uuid is None and row.parent_provider_id is not None:
+        if not allow_reparenting:
+            raise BadRequest(f"{failed}: un-parenting a provider is not currently allowed.")
+        subtree = _subtree_ids(conn, row)
+        new_root = row.id
+        values.update(parent_provider_id=None, root_provider_id=row.id)
+    elif isinstance(parent_uuid, str):
+        parent = _parent_row(conn, parent_uuid, failed)
+        moving = row.parent_provider_id is not None and row.parent_provider_id != parent.id
+        if moving and not allow_reparenting:
+            raise BadRequest(f"{failed}: re-parenting a provider is not currently allowed.")
+        subtree = _subtree_ids(conn, row)
+        if parent.id in subtree:
+            raise BadRequest(f"{failed}: creating loop in the provider tree is not allowed.")
+        new_root = parent.root_provider_id
+        values.update(parent_provider_id=parent.id, root_provider_id=new_root)
+    taken = DuplicateName(f"Conflicting resource provider {name} already exists.")
+    if name != row.name and _name_taken(conn, name):
+        raise taken
+    try:
+        with conn.begin_nested():
+            conn.execute(_rp.update().where(_rp.c.id == row.id).values(**values))
+    except sa.exc.IntegrityError:  # a concurrent rename took the name first
+        raise taken from None
+    if new_root is not None and subtree:
+        conn.execute(_rp.update().where(_rp.c.id.in_(subtree)).values(root_provider_id=new_root))
+    return _load(conn, uuid)
 
 
 def delete_provider(engine: sa.Engine, uuid: str) -> None:

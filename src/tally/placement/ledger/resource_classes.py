@@ -4,6 +4,13 @@
 Custom ids are `max(id) + 1`, starting at `CUSTOM_RC_START_ID`. Two writers on
 PostgreSQL may pick the same id; the loser's insert fails on the primary key and
 the whole transaction is retried, so ids stay dense and never collide.
+
+A class is deleted only while no inventory uses it. On PostgreSQL and MySQL the
+delete locks the class row (`FOR UPDATE`) and an inventory write that adds a class
+share-locks it (`lock_for_inventory`) until it commits, so the two are ordered: a
+delete waits for the inventory write and then finds its inventory (409), or an
+inventory write waits for the delete and then finds no class (400). On SQLite
+`BEGIN IMMEDIATE` orders every writer already.
 """
 
 from __future__ import annotations
@@ -14,7 +21,7 @@ import datetime as dt
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.engine import is_sqlite, transaction
 from tally.placement.ledger.common import has_rows, row_by_name, utcnow
 from tally.placement.ledger.errors import BadRequest, Conflict, NotFound
 
@@ -63,6 +70,19 @@ def list_classes(engine: sa.Engine) -> list[ResourceClass]:
 def get_class(engine: sa.Engine, name: str) -> ResourceClass:
     with transaction(engine) as conn:
         return _get(conn, name)
+
+
+def lock_for_inventory(conn: sa.Connection, names: list[str] | set[str]) -> dict[str, int]:
+    """`{name: id}` of the classes an inventory write is about to use, share-locked
+    until commit so `delete_class` cannot remove them meanwhile (absent names are
+    missing from the result: no such class, or deleted before we locked)."""
+    names = set(names)
+    if not names:
+        return {}
+    query = sa.select(rc.c.name, rc.c.id).where(rc.c.name.in_(sorted(names))).order_by(rc.c.id)
+    if not is_sqlite(conn):
+        query = query.with_for_update(read=True, key_share=True)
+    return {row.name: row.id for row in conn.execute(query)}
 
 
 def _insert(conn: sa.Connection, name: str) -> ResourceClass:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from microversion_parse import Version
 
+from tally.placement.schemas.domain import GENERATION
+
 _UUID_LIST: dict = {
     "type": "array",
     "items": {"type": "string", "format": "uuid"},
@@ -18,7 +20,7 @@ _BODY_1_19: dict = {
     "type": "object",
     "properties": {
         "aggregates": _UUID_LIST,
-        "resource_provider_generation": {"type": "integer"},
+        "resource_provider_generation": GENERATION,
     },
     "required": ["aggregates", "resource_provider_generation"],
     "additionalProperties": False,

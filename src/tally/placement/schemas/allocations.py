@@ -15,20 +15,25 @@ from __future__ import annotations
 
 import copy
 
-UUID_KEY = "^[0-9a-fA-F-]{36}$"
+from tally.placement.schemas.domain import GENERATION, MAX_INT, UUID_KEY
+
 RESOURCE_CLASS = "^[A-Z0-9_]+$"
 CONSUMER_TYPE = "^[A-Z0-9_]+$"
 GROUP_SUFFIX = r"[a-zA-Z0-9_-]{1,64}"
 
 _ID = {"type": "string", "minLength": 1, "maxLength": 255}
-_GENERATION = {"type": ["integer", "null"]}
+_GENERATION = {**GENERATION, "type": ["integer", "null"]}
 
 
 def _resources() -> dict:
     return {
         "type": "object",
         "minProperties": 1,
-        "patternProperties": {RESOURCE_CLASS: {"type": "integer", "minimum": 1}},
+        # Upstream sets no maximum (a larger amount fails max_unit with a 409); an
+        # amount no column could store is refused here, as a 400 naming it.
+        "patternProperties": {
+            RESOURCE_CLASS: {"type": "integer", "minimum": 1, "maximum": MAX_INT}
+        },
         "additionalProperties": False,
     }
 
@@ -80,7 +85,7 @@ def _dict_form(min_providers: int = 1) -> dict:
                     UUID_KEY: {
                         "type": "object",
                         "properties": {
-                            "generation": {"type": "integer"},
+                            "generation": GENERATION,
                             "resources": _resources(),
                         },
                         "required": ["resources"],

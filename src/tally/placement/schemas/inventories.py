@@ -3,7 +3,8 @@
 The bodies are the same at every microversion; what changes with the version
 (reserved == total allowed from 1.26) is a rule of the ledger, not a shape.
 Limits are those of the database columns: 32-bit integers and a single
-precision float for allocation_ratio, as upstream stores them.
+precision float for allocation_ratio, as upstream stores them (the capacity
+they make together is bounded by the ledger: see `schemas.domain`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-MAX_INT = 2147483647
+from tally.placement.schemas.domain import GENERATION, MAX_INT
+
 MAX_FLOAT = 3.40282e38
 RESOURCE_CLASS_PATTERN = "^[A-Z0-9_]+$"
 
@@ -21,7 +23,7 @@ def _count(minimum: int) -> dict[str, Any]:
 
 
 RECORD_PROPERTIES: dict[str, Any] = {
-    "resource_provider_generation": {"type": "integer"},
+    "resource_provider_generation": GENERATION,
     "total": _count(1),
     "reserved": _count(0),
     "min_unit": _count(1),
@@ -56,7 +58,7 @@ _ENTRY = _record("total")
 PUT_INVENTORIES: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "resource_provider_generation": {"type": "integer"},
+        "resource_provider_generation": GENERATION,
         "inventories": {
             "type": "object",
             "patternProperties": {RESOURCE_CLASS_PATTERN: _ENTRY},

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from tally.placement.schemas.domain import GENERATION
+
 CUSTOM_TRAIT_PATTERN = "^CUSTOM_[A-Z0-9_]+$"
 
 TRAIT_NAME: dict = {"type": "string", "minLength": 1, "maxLength": 255}
@@ -14,7 +16,7 @@ PROVIDER_TRAITS_BODY: dict = {
     "type": "object",
     "properties": {
         "traits": {"type": "array", "items": TRAIT_NAME},
-        "resource_provider_generation": {"type": "integer"},
+        "resource_provider_generation": GENERATION,
     },
     "required": ["traits", "resource_provider_generation"],
     "additionalProperties": False,

@@ -1,0 +1,400 @@
+"""How `tally serve` serves: whole requests are read before a thread runs them.
+
+One process, or N pre-forked processes sharing one listening socket (`--workers N`),
+each with `Limits.threads` threads for the app. In each process waitress's I/O loop
+reads every connection without blocking: the request line, the headers and the body
+(de-chunked) are buffered for the connection, and only a complete request is handed
+to a thread. A client that sends half a request, or trickles it, costs a socket and a
+buffer, never a thread, and its request is cut off `Limits.read_seconds` after its
+first byte (408). Requests past the limits below are refused by the I/O loop itself
+with Placement's JSON error body (413, 414, 431, 400, 408) and a request log line,
+before any app code runs.
+
+    master (N > 1): binds, forks N workers, restarts a worker that dies,
+                    passes SIGTERM/SIGINT on and waits for them
+    worker:         builds the app (and the lab's ticker) after the fork, then
+                    I/O loop --complete request--> thread pool --> WSGI app
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import resource
+import signal
+import socket
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from waitress.adjustments import Adjustments
+from waitress.channel import HTTPChannel
+from waitress.parser import HTTPRequestParser
+from waitress.server import TcpWSGIServer
+from waitress.task import ErrorTask, ThreadedTaskDispatcher
+from waitress.utilities import BadRequest, RequestEntityTooLarge
+
+from tally.placement.faults import server_error_document
+
+log = logging.getLogger("tally.serving")
+request_log = logging.getLogger("tally.requestlog")
+
+WSGIApp = Callable[[dict[str, Any], Callable], Iterable[bytes]]
+GRACE_SECONDS = 10  # a stopping worker finishes its requests for this long, then is killed
+BOOT_FAILED = 3  # exit code of a worker that could not build its app (as gunicorn's)
+
+
+@dataclasses.dataclass(frozen=True)
+class Limits:
+    """What one request may be. `body` comes from the `max_body_bytes` setting."""
+
+    request_line: int = 8190  # bytes of "METHOD URI HTTP/1.1"; longer: 414
+    header_fields: int = 100  # more header lines: 431
+    header_field: int = 8190  # bytes of one header line; longer: 431
+    header_block: int = 65536  # request line and headers together; more: 431
+    body: int = 1048576  # bytes after de-chunking; more: 413
+    read_seconds: float = 30.0  # the whole request within this of its first byte: 408
+    idle_seconds: float = 60.0  # a kept-alive connection waiting this long is closed
+    connections: int = 2000  # open connections per process; beyond, accepting pauses
+    threads: int = 8  # threads per process running complete requests
+
+
+class _Refusal(BadRequest):
+    """A limit of ours (waitress's own errors say less): `body` is the detail."""
+
+
+class RequestLineTooLong(_Refusal):
+    code, reason = 414, "Request-URI Too Long"
+
+
+class TooManyHeaders(_Refusal):
+    code, reason = 431, "Request Header Fields Too Large"
+
+
+class RequestTimeout(_Refusal):
+    code, reason = 408, "Request Timeout"
+
+
+# ---------------------------------------------------------------- one request
+
+
+class _Parser(HTTPRequestParser):
+    """waitress's parser, with the request line and header field limits it lacks, and
+    the time the request's first byte came (for the read deadline)."""
+
+    line_ok = False
+    line = b""  # the request line, once it was read whole
+    fields_refusal: BadRequest | None = None
+
+    def __init__(self, adj: Adjustments) -> None:
+        super().__init__(adj)
+        self.started = time.monotonic()
+
+    def received(self, data: bytes) -> int:
+        if not self.line_ok and self.body_rcv is None and not self.completed:
+            refusal = self._check_line(self.header_plus + data)
+            if refusal is not None:
+                self.refuse(refusal)
+                return len(data)
+        consumed = super().received(data)
+        limit = self.adj.tally_limits.body
+        if self.error is None and self.fields_refusal is not None:
+            self.error, self.completed = self.fields_refusal, True
+        elif self.error is None and self.body_rcv is not None:
+            # the body as the app reads it (waitress counts chunked framing too)
+            size = len(self.body_rcv) if self.chunked else self.content_length
+            if size > limit:
+                self.error = RequestEntityTooLarge(f"exceeds {limit}")
+                self.completed = True
+        return consumed
+
+    def parse_header(self, header_plus: bytes) -> None:
+        """Called once, with the request line and headers read whole."""
+        super().parse_header(header_plus)
+        limits: Limits = self.adj.tally_limits
+        fields = header_plus.split(b"\r\n")[1:]
+        if len(fields) > limits.header_fields:
+            self.fields_refusal = TooManyHeaders(
+                f"The request has more than {limits.header_fields} header fields."
+            )
+        elif any(len(field) > limits.header_field for field in fields):
+            self.fields_refusal = TooManyHeaders(
+                f"A header field is longer than {limits.header_field} bytes."
+            )
+
+    def refuse(self, error: BadRequest) -> None:
+        """End this request with `error` (answered by `_ErrorTask`, then the
+        connection is closed), as waitress does for its own limits."""
+        if not self.headers_finished:
+            self.parse_header(b"GET / HTTP/1.0\r\n")  # what the error task reads
+        self.error = error
+        self.completed = True
+
+    def _check_line(self, head: bytes) -> BadRequest | None:
+        """414 once the request line is longer than allowed (read at most that far)."""
+        limit = self.adj.tally_limits.request_line
+        head = head.lstrip()  # blank lines between pipelined requests are allowed
+        end = head.find(b"\r\n", 0, limit + 2)
+        if end < 0 and len(head) > limit:
+            return RequestLineTooLong(f"The request line is longer than {limit} bytes.")
+        if end >= 0:
+            self.line_ok, self.line = True, head[:end]
+        return None
+
+
+def _detail(error: BadRequest, limits: Limits) -> str:
+    """What a refusal says: ours as raised, waitress's own reworded."""
+    if isinstance(error, _Refusal):
+        return error.body
+    if error.code == 431:
+        return f"The request line and headers are larger than {limits.header_block} bytes."
+    if error.code == 413:
+        return f"Request body is larger than {limits.body} bytes."
+    if error.code == 400:
+        return f"Malformed request: {error.body}"
+    if error.code == 501:
+        return f"{error.body} Only chunked is."
+    return "An unexpected error occurred."
+
+
+class _ErrorTask(ErrorTask):
+    """A refused request (or an app that raised instead of answering): Placement's
+    JSON error document and request log line instead of waitress's plain page."""
+
+    def execute(self) -> None:
+        error, request = self.request.error, self.request
+        limits: Limits = self.channel.adj.tally_limits
+        request_id = f"req-{uuid.uuid4()}"
+        detail = _detail(error, limits)
+        body = refusal_body(error.code, error.reason, detail, request_id)
+        self.status = f"{error.code} {error.reason}"
+        self.response_headers.extend(
+            [
+                ("Content-Type", "application/json"),
+                ("openstack-request-id", request_id),
+                ("x-openstack-request-id", request_id),
+            ]
+        )
+        self.set_close_on_finish()
+        self.content_length = len(body)
+        self.write(body)
+        # the request line as sent (when it came whole), not waitress's stand-in
+        method, _, rest = getattr(request, "line", b"").decode("latin-1").partition(" ")
+        uri = rest.rpartition(" ")[0][:200]
+        request_log.info(
+            '[%s] %s "%s %s" status: %s len: %d',
+            request_id,
+            self.channel.addr[0] if self.channel.addr else "-",
+            method or "-",
+            uri or "-",
+            error.code,
+            len(body),
+        )
+
+
+def refusal_body(status: int, title: str, detail: str, request_id: str) -> bytes:
+    """Placement's error document for a request the server refused before any
+    microversion was read: every field, `code` included."""
+    return json.dumps(server_error_document(status, title, detail, request_id)).encode()
+
+
+class _Channel(HTTPChannel):
+    parser_class = _Parser
+    error_task_class = _ErrorTask
+
+
+class _Server(TcpWSGIServer):
+    """waitress's server on a socket bound before, with the read deadline, and (in a
+    pre-forked worker) leaving when the master is gone."""
+
+    channel_class = _Channel
+    master_pid: int | None = None
+
+    def maintenance(self, now: float) -> None:
+        super().maintenance(now)  # closes connections idle past `idle_seconds`
+        if self.master_pid is not None and os.getppid() != self.master_pid:
+            log.warning("master %d is gone: worker %d stops", self.master_pid, os.getpid())
+            raise SystemExit(0)
+        limits: Limits = self.adj.tally_limits
+        cutoff = time.monotonic() - limits.read_seconds
+        for channel in list(self.active_channels.values()):
+            request = channel.request
+            if request is None or channel.requests or request.started > cutoff:
+                continue
+            with channel.requests_lock:
+                request.refuse(
+                    RequestTimeout(
+                        f"The request was not received within {limits.read_seconds:g} seconds."
+                    )
+                )
+                channel.request = None
+                channel.requests.append(request)
+                self.add_task(channel)
+
+
+def make_server(app: WSGIApp, sock: socket.socket, limits: Limits) -> _Server:
+    """A server for `app` on the listening socket `sock` (call `.run()`)."""
+    adj = Adjustments(
+        sockets=[sock],
+        threads=limits.threads,
+        connection_limit=limits.connections,
+        channel_timeout=limits.idle_seconds,
+        cleanup_interval=1,
+        max_request_header_size=limits.header_block,
+        # on the wire, chunk framing included (the body itself: `_Parser.received`)
+        max_request_body_size=limits.body * 16 + 65536,
+        asyncore_use_poll=True,  # select() stops at 1024 descriptors
+        clear_untrusted_proxy_headers=False,  # the app sees every header, as before
+        ident="tally",
+    )
+    adj.tally_limits = limits
+    dispatcher = ThreadedTaskDispatcher()
+    dispatcher.set_thread_count(limits.threads)
+    return _Server(
+        app,
+        map={},
+        _sock=sock,
+        dispatcher=dispatcher,
+        adj=adj,
+        bind_socket=False,
+        sockinfo=(sock.family, sock.type, sock.proto, sock.getsockname()),
+    )
+
+
+# ---------------------------------------------------------------- processes
+
+
+def listen(host: str, port: int, backlog: int = 2048) -> socket.socket:
+    """The listening socket every worker accepts from."""
+    family, kind, proto, _, address = socket.getaddrinfo(
+        host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError:
+        sock.close()
+        raise
+    sock.listen(backlog)
+    return sock
+
+
+def serve(
+    sock: socket.socket, build: Callable[[], WSGIApp], limits: Limits, workers: int = 1
+) -> None:
+    """Serve until SIGTERM/SIGINT: in this process, or in `workers` forked ones.
+    `build` makes the app in the process that serves it (after the fork)."""
+    _raise_open_files(limits.connections + 256)
+    if workers <= 1:
+        _run_worker(sock, build, limits, master_pid=None)
+        return
+    _Master(sock, build, limits, workers).run()
+
+
+def _raise_open_files(wanted: int) -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != resource.RLIM_INFINITY and soft < wanted:
+        new = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+
+
+def _stop(signum: int, frame: object) -> None:
+    raise SystemExit(0)
+
+
+def _run_worker(
+    sock: socket.socket, build: Callable[[], WSGIApp], limits: Limits, master_pid: int | None
+) -> None:
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    try:
+        app = build()
+    except Exception:
+        log.exception("worker %d could not build the app", os.getpid())
+        raise SystemExit(BOOT_FAILED) from None
+    server = make_server(app, sock, limits)
+    server.master_pid = master_pid
+    log.info("worker %d serving (%d threads)", os.getpid(), limits.threads)
+    server.run()  # returns on SystemExit, after the threads finish (at most 5 s)
+
+
+class _Master:
+    """Forks the workers, keeps their number, stops them on SIGTERM/SIGINT."""
+
+    def __init__(
+        self, sock: socket.socket, build: Callable[[], WSGIApp], limits: Limits, workers: int
+    ) -> None:
+        self.sock, self.build, self.limits, self.workers = sock, build, limits, workers
+        self.children: set[int] = set()
+        self.stopping = False
+
+    def run(self) -> None:
+        signal.signal(signal.SIGTERM, self._on_stop)
+        signal.signal(signal.SIGINT, self._on_stop)
+        try:
+            while not self.stopping:
+                while len(self.children) < self.workers and not self.stopping:
+                    self._spawn()
+                self._reap()
+                time.sleep(0.2)
+        finally:
+            self._stop_children()
+
+    def _on_stop(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def _spawn(self) -> None:
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            try:
+                _run_worker(self.sock, self.build, self.limits, master_pid=os.getppid())
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else 1
+            except BaseException:
+                log.exception("worker %d failed", os.getpid())
+                code = 1
+            finally:
+                logging.shutdown()
+                os._exit(code)
+        self.children.add(pid)
+        log.info("started worker %d", pid)
+
+    def _reap(self) -> None:
+        while self.children:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                return
+            self.children.discard(pid)
+            code = os.waitstatus_to_exitcode(status)
+            if code == BOOT_FAILED:
+                log.error("worker %d failed to boot: stopping", pid)
+                self.stopping = True
+                raise SystemExit(1)
+            if not self.stopping:
+                log.warning("worker %d exited (%s); starting another", pid, code)
+
+    def _stop_children(self) -> None:
+        for pid in self.children:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_SECONDS
+        while self.children and time.monotonic() < deadline:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+            if pid == 0:
+                time.sleep(0.1)
+            else:
+                self.children.discard(pid)
+        for pid in self.children:
+            _signal(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
