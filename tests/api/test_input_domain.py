@@ -501,3 +501,13 @@ def test_reshaper_takes_any_spelling(api, rp):
     assert result.status_code == 204, result.text
     held = client.simulate_get(f"/resource_providers/{rp}/allocations").json["allocations"]
     assert {c: a["resources"] for c, a in held.items()} == {consumer: {"VCPU": 1}}
+
+
+def test_a_stored_inventory_past_the_bound_no_longer_breaks_candidates(api, engine):
+    """A row written before the bound existed (or imported) is read clamped to it: the
+    candidates answer on every backend instead of "bigint out of range"."""
+    huge = provider_with_inventory(engine, VCPU={"total": MAX_INT, "allocation_ratio": 5e9})
+    found = api().simulate_get("/allocation_candidates", query_string="resources=VCPU:1")
+    assert found.status_code == 200, found.text
+    summary = found.json["provider_summaries"][huge]["resources"]["VCPU"]
+    assert summary["capacity"] == MAX_CAPACITY

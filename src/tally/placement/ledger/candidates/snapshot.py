@@ -19,6 +19,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from tally.db import schema as t
+from tally.placement.ledger.inventory import MAX_CAPACITY
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 IN_LIST_MAX = 1000  # other databases: a larger id set reads everything and filters here
@@ -52,7 +53,7 @@ def room(s: Stock) -> int:
 
 
 def _capacity(total: int, reserved: int, ratio: float) -> int:
-    return int((total - reserved) * ratio)
+    return min(int((total - reserved) * ratio), MAX_CAPACITY)
 
 
 class Snapshot:
@@ -267,9 +268,13 @@ class Snapshot:
 
 _RAW_CAPACITY = (_INV.c.total - _INV.c.reserved) * _INV.c.allocation_ratio
 # int((total - reserved) * allocation_ratio) in SQL: both truncate the same double.
+# Clamped to what a write accepts today, so a row written before that check (or
+# imported) cannot overflow bigint on PostgreSQL nor read differently per backend.
 _CAPACITY_SQL = {
-    "sqlite": sa.cast(_RAW_CAPACITY, sa.Integer),
-    "postgresql": sa.cast(sa.func.trunc(_RAW_CAPACITY), sa.BigInteger),
+    "sqlite": sa.func.min(sa.cast(_RAW_CAPACITY, sa.Integer), MAX_CAPACITY),
+    "postgresql": sa.cast(
+        sa.func.least(sa.func.trunc(_RAW_CAPACITY), MAX_CAPACITY), sa.BigInteger
+    ),
 }
 
 
