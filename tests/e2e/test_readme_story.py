@@ -46,14 +46,14 @@ def test_readme_story_refuses_then_audits_then_succeeds(live_server):  # noqa: F
         for cmd, text, code in zip(commands, chunks[::2], chunks[1::2], strict=False)
     ]
     statuses = [code for _, code, _ in outputs]
-    if len(statuses) != 6:
+    if len(statuses) != 7:
         pytest.fail(f"the README story changed shape: {commands} {done.stderr[-2000:]}")
-    assert statuses == [0, 1, 1, 4, 0, 0], (outputs, done.stderr[-2000:])
-    refused, explained, applied, fixed, audited = (text for _, _, text in outputs[1:])
+    assert statuses == [0, 0, 1, 1, 4, 0, 0], (outputs, done.stderr[-2000:])
+    refused, explained, applied, fixed, audited = (text for _, _, text in outputs[2:])
     assert "Refused before writing" in refused
     assert "orphan" in explained and "live" in explained
     steps = re.findall(r"^ {7}(tally .*)$", explained, re.M)
-    assert steps[0] == commands[3].strip().replace("$RP", steps[0].split()[3])
+    assert steps[0] == commands[4].strip().replace("$RP", steps[0].split()[3])
     assert "freed" in applied and "orphan" in applied
     assert "VCPU" in fixed
     assert "orphan" not in audited and "misplaced" not in audited  # nothing found
