@@ -8,18 +8,20 @@ type; a 409 `placement.concurrent_update` is retried after a fresh read.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from tally.clients import allocations as allocs
 from tally.clients.errors import PlacementError
 from tally.clients.placement import PlacementClient
 
 log = logging.getLogger("tally.compute.report")
 
 Resources = Mapping[str, int]
-Allocations = dict[str, dict[str, int]]  # provider uuid -> {class: amount}
-CONCURRENT = "placement.concurrent_update"
+Allocations = allocs.Allocations
 DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
 BATCH = 1000  # consumers per POST /allocations
 
@@ -70,7 +72,7 @@ class ReportClient:
                 self.client.put(f"/resource_providers/{uuid}/traits", body)
                 return True
             except PlacementError as exc:
-                if exc.code != CONCURRENT and exc.status != 409:
+                if exc.code != allocs.CONCURRENT_UPDATE and exc.status != 409:
                     raise
         return False
 
@@ -130,13 +132,9 @@ class ReportClient:
         generation: int | None = None,
     ) -> None:
         """PUT /allocations/{consumer}; ClaimConflict on a 409."""
-        body = self._consumer(allocations, project, user, consumer_type, generation)
-        try:
-            self.client.put(f"/allocations/{consumer}", body)
-        except PlacementError as exc:
-            if exc.status == 409:
-                raise ClaimConflict(exc.detail) from exc
-            raise
+        wanted = allocs.Consumer(consumer, allocations, project, user, generation, consumer_type)
+        with _conflicts():
+            allocs.write(self.client, wanted)
 
     def claim_many(self, claims: Mapping[str, tuple[Allocations, str, str, str]]) -> None:
         """New consumers (consumer -> (allocations, project, user, type)) by POST
@@ -145,77 +143,49 @@ class ReportClient:
         done: list[str] = []
         items = list(claims.items())
         for start in range(0, len(items), BATCH):
-            chunk = dict(items[start : start + BATCH])
-            body = {c: self._consumer(a, p, u, t, None) for c, (a, p, u, t) in chunk.items()}
+            chunk = [
+                allocs.Consumer(c, a, p, u, None, t)
+                for c, (a, p, u, t) in items[start : start + BATCH]
+            ]
             try:
-                self.client.post("/allocations", body)
-            except PlacementError as exc:
+                with _conflicts():
+                    allocs.write_many(self.client, chunk)
+            except (ClaimConflict, PlacementError):
                 self.release_many(done)
-                if exc.status == 409:
-                    raise ClaimConflict(exc.detail) from exc
                 raise
-            done.extend(chunk)
+            done.extend(c.uuid for c in chunk)
 
     def release_many(self, consumers: Iterable[str]) -> None:
         """Drop the allocations of consumers this lab just created (one POST a batch)."""
         consumers = list(consumers)
         for start in range(0, len(consumers), BATCH):
-            body = {
-                c: self._consumer({}, "lab", "lab", "INSTANCE", self._generation(c))
+            emptied = [
+                dataclasses.replace(allocs.read(self.client, c), allocations={})
                 for c in consumers[start : start + BATCH]
-            }
-            self.client.post("/allocations", body)
+            ]
+            allocs.write_many(self.client, [_owned(c, "INSTANCE") for c in emptied])
 
     def move(self, source: str, target: str, target_type: str) -> Allocations:
         """Move everything `source` holds to `target` in one POST /allocations (Nova's
-        move_allocations): the migration takes the instance's source allocation, or
-        gives it back. Returns what moved."""
-        for _ in range(3):
-            found = self.allocations(source)
-            held = {rp: dict(a["resources"]) for rp, a in found["allocations"].items()}
-            if not held:
-                return {}
-            target_found = self.allocations(target)
-            project = found.get("project_id") or target_found.get("project_id") or "lab"
-            user = found.get("user_id") or target_found.get("user_id") or "lab"
-            source_type = found.get("consumer_type") or "INSTANCE"
-            body = {
-                source: self._consumer(
-                    {}, project, user, source_type, found.get("consumer_generation")
-                ),
-                target: self._consumer(
-                    held, project, user, target_type, target_found.get("consumer_generation")
-                ),
-            }
-            try:
-                self.client.post("/allocations", body)
-                return held
-            except PlacementError as exc:
-                if exc.code != CONCURRENT:
-                    raise
-        raise ClaimConflict(f"allocations of {source} kept changing")
+        move_allocations, which overwrites what the target held): the migration takes
+        the instance's source allocation, or gives it back. Returns what moved."""
+        with _conflicts():
+            return allocs.move(
+                self.client, source, target, target_type=target_type, target_keeps=_nothing
+            )
 
     def replace(self, consumer: str, allocations: Allocations, consumer_type: str) -> None:
-        """Set a consumer's allocations (keeping its owner) with its generation."""
+        """Set a consumer's allocations (keeping its owner) with its generation;
+        ClaimConflict when refused or when every attempt lost the generation race."""
         if not allocations:
             self.release(consumer)
             return
-        for _ in range(3):
-            found = self.allocations(consumer)
-            try:
-                self.claim(
-                    consumer,
-                    allocations,
-                    found.get("project_id") or "lab",
-                    found.get("user_id") or "lab",
-                    found.get("consumer_type") or consumer_type,
-                    found.get("consumer_generation"),
-                )
-                return
-            except ClaimConflict as exc:
-                cause = exc.__cause__
-                if not isinstance(cause, PlacementError) or cause.code != CONCURRENT:
-                    raise
+
+        def change(current: allocs.Consumer) -> allocs.Consumer:
+            return _owned(dataclasses.replace(current, allocations=allocations), consumer_type)
+
+        with _conflicts():
+            allocs.update(self.client, consumer, change)
 
     def release(self, consumer: str) -> None:
         """DELETE /allocations/{consumer}; nothing held is fine."""
@@ -225,23 +195,29 @@ class ReportClient:
             if exc.status != 404:
                 raise
 
-    def _generation(self, consumer: str) -> int | None:
-        return self.allocations(consumer).get("consumer_generation")
 
-    def _consumer(
-        self,
-        allocations: Allocations,
-        project: str,
-        user: str,
-        consumer_type: str,
-        generation: int | None,
-    ) -> dict[str, Any]:
-        body: dict[str, Any] = {
-            "allocations": {rp: {"resources": dict(res)} for rp, res in allocations.items()},
-            "project_id": project,
-            "user_id": user,
-            "consumer_generation": generation,
-        }
-        if self.typed:
-            body["consumer_type"] = consumer_type
-        return body
+def _owned(consumer: allocs.Consumer, consumer_type: str) -> allocs.Consumer:
+    """The consumer with an owner and a type (the lab's when it has none)."""
+    return dataclasses.replace(
+        consumer,
+        project_id=consumer.project_id or "lab",
+        user_id=consumer.user_id or "lab",
+        consumer_type=consumer.consumer_type or consumer_type,
+    )
+
+
+def _nothing(_: str) -> bool:
+    return False
+
+
+@contextlib.contextmanager
+def _conflicts() -> Iterator[None]:
+    """A 409 from Placement, or a generation race lost every time: ClaimConflict."""
+    try:
+        yield
+    except allocs.GaveUp as exc:
+        raise ClaimConflict(str(exc)) from exc
+    except PlacementError as exc:
+        if exc.status == 409:
+            raise ClaimConflict(exc.detail) from exc
+        raise
