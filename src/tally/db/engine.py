@@ -20,7 +20,6 @@ from typing import TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 
-
 LOG = logging.getLogger(__name__)
 WRITE = "tally_write"
 T = TypeVar("T")
