@@ -272,9 +272,7 @@ _RAW_CAPACITY = (_INV.c.total - _INV.c.reserved) * _INV.c.allocation_ratio
 # imported) cannot overflow bigint on PostgreSQL nor read differently per backend.
 _CAPACITY_SQL = {
     "sqlite": sa.func.min(sa.cast(_RAW_CAPACITY, sa.Integer), MAX_CAPACITY),
-    "postgresql": sa.cast(
-        sa.func.least(sa.func.trunc(_RAW_CAPACITY), MAX_CAPACITY), sa.BigInteger
-    ),
+    "postgresql": sa.cast(sa.func.least(sa.func.trunc(_RAW_CAPACITY), MAX_CAPACITY), sa.BigInteger),
 }
 
 
