@@ -20,6 +20,8 @@ from typing import TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from tally.db import probe
+
 LOG = logging.getLogger(__name__)
 WRITE = "tally_write"
 T = TypeVar("T")
@@ -41,7 +43,15 @@ _UNAVAILABLE_SQLITE = ("database is locked", "unable to open database file", "di
 
 
 def make_engine(url: str) -> sa.Engine:
-    parsed = sa.engine.make_url(url)
+    """The engine of Tally's database. An upstream Placement database (or a schema
+    revision Tally does not know) is refused first, through a read-only probe: our
+    own first connection would switch a SQLite file to WAL (probe.UnusableDatabase;
+    as for a missing driver). A placement.conf's `postgresql+psycopg2://` or
+    `mysql://` runs on Tally's driver when theirs is not installed."""
+    parsed = probe.with_our_driver(url)
+    # A SQLite file that exists but cannot be read now is refused too: it cannot be
+    # "down", and our first connection would change its journal mode.
+    probe.refuse_foreign(parsed, strict=parsed.get_backend_name() == "sqlite")
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
     options: dict = {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 20}
@@ -50,13 +60,18 @@ def make_engine(url: str) -> sa.Engine:
         # default REPEATABLE READ a writer that waited for a row lock would still read
         # usage from the snapshot taken before the wait, and lose every generation CAS.
         options["isolation_level"] = "READ COMMITTED"
-    return sa.create_engine(parsed, **options)
+    return probe.create(parsed, **options)
 
 
 def _sqlite_engine(url: sa.URL) -> sa.Engine:
     if url.database and url.database != ":memory:":
-        Path(url.database).parent.mkdir(parents=True, exist_ok=True)
-    engine = sa.create_engine(
+        try:
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise probe.UnusableDatabase(
+                f"cannot reach database {probe.safe_url(url)}: {exc.strerror or exc}"
+            ) from None
+    engine = probe.create(
         url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=8
     )
 

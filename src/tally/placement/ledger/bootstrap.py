@@ -7,7 +7,7 @@ import os_resource_classes
 import os_traits
 import sqlalchemy as sa
 
-from tally.db import migrate
+from tally.db import migrate, probe
 from tally.db import schema as t
 from tally.db.engine import transaction
 
@@ -29,6 +29,11 @@ def sync_standards(engine: sa.Engine) -> None:
 
 
 def prepare_database(engine: sa.Engine) -> None:
-    """Migrate the schema to head and sync the standard classes and traits."""
+    """Migrate the schema to head and sync the standard classes and traits. First,
+    without changing anything: an upstream Placement database (or a revision Tally
+    does not know) is refused, and so is a database that cannot be reached, each in
+    one line (probe.UnusableDatabase)."""
+    probe.refuse_foreign(engine.url, strict=True)
+    probe.reach(engine)
     migrate.upgrade(engine)
     sync_standards(engine)

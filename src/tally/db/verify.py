@@ -1,0 +1,215 @@
+"""Checks of a copy of Placement's books (`tally.db.transfer`), made with SQL on
+each side, independent of the copying code: rows per table, and what Nova and an
+operator read (providers with their names, generations and tree, inventories with
+every field, usage per provider and class, allocations per consumer, consumers with
+project, user, type and generation, traits and aggregates per provider, resource
+classes with their ids), compared source against target; and capacity against usage
+on the result, naming the providers already over capacity (readable, as upstream
+left them, but given nothing more).
+
+Both schemas name these tables and columns alike, but for a consumer's project and
+user (`side`: "upstream" joins its projects and users tables). A provider upstream left
+without a name or generation (its columns allow NULL; its API never writes one) counts
+as named by its uuid, at generation 0, as `transfer.read_upstream` copies it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import sqlalchemy as sa
+
+from tally.db.transfer import TABLES
+
+_VIEWS = {
+    "providers": """
+        SELECT rp.uuid, COALESCE(rp.name, rp.uuid), COALESCE(rp.generation, 0), p.uuid, r.uuid
+        FROM resource_providers rp
+        LEFT JOIN resource_providers p ON p.id = rp.parent_provider_id
+        LEFT JOIN resource_providers r ON r.id = rp.root_provider_id""",
+    "inventories": """
+        SELECT rp.uuid, rc.name, i.total, i.reserved, i.min_unit, i.max_unit, i.step_size,
+               i.allocation_ratio
+        FROM inventories i JOIN resource_providers rp ON rp.id = i.resource_provider_id
+        JOIN resource_classes rc ON rc.id = i.resource_class_id""",
+    "usage": """
+        SELECT rp.uuid, rc.name, SUM(a.used) FROM allocations a
+        JOIN resource_providers rp ON rp.id = a.resource_provider_id
+        JOIN resource_classes rc ON rc.id = a.resource_class_id GROUP BY rp.uuid, rc.name""",
+    "allocations": """
+        SELECT a.consumer_id, rp.uuid, rc.name, SUM(a.used) FROM allocations a
+        JOIN resource_providers rp ON rp.id = a.resource_provider_id
+        JOIN resource_classes rc ON rc.id = a.resource_class_id
+        GROUP BY a.consumer_id, rp.uuid, rc.name""",
+    "traits": """
+        SELECT rp.uuid, t.name, 1 FROM resource_provider_traits x
+        JOIN resource_providers rp ON rp.id = x.resource_provider_id
+        JOIN traits t ON t.id = x.trait_id""",
+    "aggregates": """
+        SELECT rp.uuid, a.uuid, 1 FROM resource_provider_aggregates x
+        JOIN resource_providers rp ON rp.id = x.resource_provider_id
+        JOIN placement_aggregates a ON a.id = x.aggregate_id""",
+    "consumer_types": "SELECT id, name FROM consumer_types",
+}
+_CONSUMERS = {
+    "tally": """
+        SELECT c.uuid, c.project_id, c.user_id, ct.name, c.generation FROM consumers c
+        LEFT JOIN consumer_types ct ON ct.id = c.consumer_type_id""",
+    "upstream": """
+        SELECT c.uuid, p.external_id, u.external_id, ct.name, c.generation FROM consumers c
+        JOIN projects p ON p.id = c.project_id JOIN users u ON u.id = c.user_id
+        LEFT JOIN consumer_types ct ON ct.id = c.consumer_type_id""",
+}
+# Present on the source side only in part of the target (which may know newer
+# standard classes and traits): checked as "every source row is in the target".
+_SUBSET_VIEWS = {
+    "resource classes": "SELECT id, name FROM resource_classes",
+    "trait names": "SELECT name, 1 FROM traits",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Count:
+    table: str
+    source: int
+    target: int | None  # None: not written (dry run)
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    what: str
+    rows: int
+    differences: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return not self.differences
+
+
+@dataclasses.dataclass(frozen=True)
+class Over:
+    provider: str
+    name: str
+    resource_class: str
+    used: int
+    capacity: float
+
+
+@dataclasses.dataclass
+class Report:
+    counts: list[Count]
+    checks: list[Check]
+    over_capacity: list[Over]
+    notes: list[str] = dataclasses.field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+
+def _view(conn: sa.Connection, sql: str) -> dict[tuple, Any]:
+    """Rows as key -> value: the last column is the value, the others the key."""
+    found: dict[tuple, Any] = {}
+    for row in conn.execute(sa.text(sql)):
+        *key, value = (_plain(v) for v in row)
+        found[tuple(key)] = value
+    return found
+
+
+def _plain(value: Any) -> Any:
+    """Floats to 6 significant digits (MySQL's FLOAT is single precision)."""
+    if isinstance(value, float):
+        return float(f"{value:.6g}")
+    return value
+
+
+def views(conn: sa.Connection, side: str) -> dict[str, dict[tuple, Any]]:
+    found = {name: _view(conn, sql) for name, sql in _VIEWS.items()}
+    found["inventories"] = {
+        key[:2]: (*key[2:], value) for key, value in found["inventories"].items()
+    }
+    found["providers"] = {key[:1]: (*key[1:], value) for key, value in found["providers"].items()}
+    found["consumers"] = {
+        key[:1]: (*key[1:], value) for key, value in _view(conn, _CONSUMERS[side]).items()
+    }
+    for name, sql in _SUBSET_VIEWS.items():
+        found[name] = _view(conn, sql)
+    return found
+
+
+def counts(conn: sa.Connection) -> dict[str, int]:
+    return {
+        table: conn.execute(sa.text(f"SELECT COUNT(*) FROM {table}")).scalar() or 0
+        for table in TABLES
+    }
+
+
+def nonempty(conn: sa.Connection, extra: tuple[str, ...] = ()) -> dict[str, int]:
+    """Rows beyond the standard classes and traits: table -> count, those not empty."""
+    found = {}
+    for table in (*TABLES, *extra):
+        sql = f"SELECT COUNT(*) FROM {table}"
+        if table in ("resource_classes", "traits"):
+            sql += " WHERE name LIKE 'CUSTOM!_%' ESCAPE '!'"
+        found[table] = conn.execute(sa.text(sql)).scalar() or 0
+    return {table: n for table, n in found.items() if n}
+
+
+def _differences(name: str, source: dict, target: dict, subset: bool) -> list[str]:
+    out = []
+    for key in sorted(set(source) | set(target), key=repr):
+        if key not in target:
+            out.append(f"{name}: {' '.join(map(str, key))} missing from the target")
+        elif key not in source:
+            if not subset:
+                out.append(f"{name}: {' '.join(map(str, key))} not in the source")
+        elif source[key] != target[key]:
+            out.append(f"{name}: {' '.join(map(str, key))}: {source[key]!r} became {target[key]!r}")
+    return out
+
+
+def over_capacity(found: dict[str, dict[tuple, Any]]) -> list[Over]:
+    """Usage above (total - reserved) * allocation_ratio, or without inventory."""
+    names = {key[0]: value[0] for key, value in found["providers"].items()}
+    over = []
+    for (provider, rc), used in sorted(found["usage"].items()):
+        inventory = found["inventories"].get((provider, rc))
+        capacity = 0.0 if inventory is None else (inventory[0] - inventory[1]) * inventory[5]
+        if used > capacity:
+            over.append(Over(provider, names.get(provider, ""), rc, int(used), capacity))
+    return over
+
+
+def compare(
+    source: sa.Connection, source_side: str, target: sa.Connection, target_side: str
+) -> Report:
+    """The target against the source, after a copy (same transaction as the copy)."""
+    before, after = views(source, source_side), views(target, target_side)
+    checks = [
+        Check(
+            name,
+            len(before[name]),
+            _differences(name, before[name], after[name], name in _SUBSET_VIEWS),
+        )
+        for name in before
+    ]
+    in_source, in_target = counts(source), counts(target)
+    short = [
+        f"rows: {table}: {in_source[table]} in the source, {in_target[table]} in the target"
+        for table in TABLES
+        if in_target[table] != in_source[table]
+        and not (table in ("resource_classes", "traits") and in_target[table] > in_source[table])
+    ]  # the target may know more standard classes and traits than the source
+    checks.insert(0, Check("rows per table", sum(in_source.values()), short))
+    return Report(
+        [Count(t, in_source[t], in_target[t]) for t in TABLES],
+        checks,
+        over_capacity(after),
+    )
+
+
+def survey(source: sa.Connection, side: str) -> Report:
+    """What a copy would carry (a dry run): rows, and providers over capacity."""
+    found = views(source, side)
+    return Report([Count(t, n, None) for t, n in counts(source).items()], [], over_capacity(found))
