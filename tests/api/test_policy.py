@@ -14,7 +14,7 @@ import falcon.testing
 import pytest
 
 from tally.config import Settings, load_settings
-from tally.placement import policy
+from tally.placement import openapi, policy
 from tally.placement.app import ROUTES, create_app
 from tally.placement.context import Identity
 from tally.placement.ledger.errors import Forbidden
@@ -229,7 +229,7 @@ def test_every_route_method_names_a_registered_rule():
     registered = set(policy.rule_names())
     used = set()
     for path, resource in ROUTES:
-        if path == "/":
+        if path in openapi.OPEN_PATHS:  # the version document and the API document
             assert not hasattr(resource, "POLICIES")
             continue
         methods = {

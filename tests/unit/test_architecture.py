@@ -97,6 +97,7 @@ def test_route_table_matches_the_placement_api(sqlite_engine):
         "/usages": ["GET"],
         "/allocation_candidates": ["GET"],
         "/reshaper": ["POST"],
+        "/openapi.json": ["GET"],
     }
 
 

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from tally.config import Settings
 from tally.db.engine import make_engine
-from tally.placement import cors, faults, middleware, policy
+from tally.placement import cors, faults, middleware, openapi, policy
 from tally.placement.context import Service
 from tally.placement.handlers import (
     aggregates,
@@ -44,6 +44,8 @@ ROUTES = (
     ("/usages", usages.Usages),
     ("/allocation_candidates", candidates.AllocationCandidates),
     ("/reshaper", reshaper.Reshaper),
+    # Beyond the API reference: the API itself, as OpenAPI 3.1 (per microversion).
+    (openapi.PATH, openapi.Document),
 )
 
 
@@ -70,18 +72,38 @@ def create_app(settings: Settings, engine: sa.Engine | None = None) -> falcon.Ap
     json_handler = falcon.media.JSONHandler(dumps=orjson.dumps, loads=orjson.loads)
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = json_handler
     for path, resource in ROUTES:
-        app.add_route(path, resource() if resource is root.Home else resource(service))
+        app.add_route(path, _resource(resource, service))
     app.add_error_handler(Exception, faults.handle_unexpected)
     app.add_error_handler(TallyError, faults.handle_tally_error)
     app.set_error_serializer(faults.serialize_falcon_error)
     return app
 
 
+def _resource(factory: type, service: Service) -> object:
+    if factory is root.Home:
+        return factory()
+    if factory is openapi.Document:
+        return factory(ROUTES)
+    return factory(service)
+
+
 def _identity_middleware(settings: Settings) -> object:
     if settings.auth_strategy == "noauth":
-        return middleware.NoAuth()
+        return _OpenPaths(middleware.NoAuth())
     if settings.auth_strategy in ("keystone", "lab"):
         # lab: tally/server.py puts the lab identity's token filter in front (as
         # auth_token is for keystone); it sets the same confirmed-identity headers.
-        return middleware.KeystoneIdentity()
+        return _OpenPaths(middleware.KeystoneIdentity())
     raise ValueError(f"unknown auth_strategy {settings.auth_strategy!r}")
+
+
+class _OpenPaths:
+    """An identity middleware that lets `openapi.OPEN_PATHS` by without a token
+    (it lets the version document by itself: `middleware.UNAUTHENTICATED_PATHS`)."""
+
+    def __init__(self, identity: object) -> None:
+        self.identity = identity
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        if req.path not in openapi.OPEN_PATHS:
+            self.identity.process_request(req, resp)

@@ -91,7 +91,9 @@ def parse_query(params: dict[str, list[str]], version: tuple[int, int]) -> Candi
 
 
 def _limit(values: list[str] | None) -> int | None:
-    """The first `limit` counts (the schema checked the last one); at most MAX_INT."""
+    """The first `limit` counts (the schema checked the last one). A limit past any
+    possible count means no limit, as upstream reads it (never refused: it is only
+    ever compared in Python, never sent to the database)."""
     if not values:
         return None
     if not re.fullmatch(r"[1-9][0-9]*", values[0]):
@@ -99,13 +101,7 @@ def _limit(values: list[str] | None) -> int | None:
             f"Invalid query string parameters: {values[0]!r} does not match '^[1-9][0-9]*$'. "
             "Failed validating 'pattern' in schema['properties']['limit']"
         )
-    most = queryparams.MAX_INT
-    if len(values[0]) > len(str(most)) or int(values[0]) > most:
-        raise BadRequest(
-            f"Invalid query string parameters: limit {values[0]} is greater than the maximum "
-            f"of {most}. Failed validating 'maximum' in schema['properties']['limit']"
-        )
-    return int(values[0])
+    return int(values[0]) if len(values[0]) <= 12 else 10**12
 
 
 def _root_required(values: list[str]) -> tuple[frozenset[str], frozenset[str]]:

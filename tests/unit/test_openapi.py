@@ -1,0 +1,188 @@
+"""GET /openapi.json: the API at each microversion, as OpenAPI 3.1, generated from
+the route table and the schemas the handlers validate with."""
+
+from __future__ import annotations
+
+import falcon.inspect
+import falcon.testing
+import pytest
+import schemathesis
+
+from tally.config import Settings
+from tally.placement import microversion
+from tally.placement.app import create_app
+from tally.placement.schemas import allocations as allocation_schemas
+from tally.placement.schemas import candidates as candidate_schemas
+from tally.placement.schemas import providers as provider_schemas
+
+# Every operation of the route table, with the microversion it appeared in (the
+# Placement API reference); the document at 1.x lists exactly those up to 1.x.
+FIRST = {
+    ("/", "GET"): "1.0",
+    ("/resource_providers", "GET"): "1.0",
+    ("/resource_providers", "POST"): "1.0",
+    ("/resource_providers/{uuid}", "GET"): "1.0",
+    ("/resource_providers/{uuid}", "PUT"): "1.0",
+    ("/resource_providers/{uuid}", "DELETE"): "1.0",
+    ("/resource_classes", "GET"): "1.2",
+    ("/resource_classes", "POST"): "1.2",
+    ("/resource_classes/{name}", "GET"): "1.2",
+    ("/resource_classes/{name}", "PUT"): "1.2",
+    ("/resource_classes/{name}", "DELETE"): "1.2",
+    ("/resource_providers/{uuid}/inventories", "GET"): "1.0",
+    ("/resource_providers/{uuid}/inventories", "PUT"): "1.0",
+    ("/resource_providers/{uuid}/inventories", "POST"): "1.0",
+    ("/resource_providers/{uuid}/inventories", "DELETE"): "1.5",
+    ("/resource_providers/{uuid}/inventories/{resource_class}", "GET"): "1.0",
+    ("/resource_providers/{uuid}/inventories/{resource_class}", "PUT"): "1.0",
+    ("/resource_providers/{uuid}/inventories/{resource_class}", "DELETE"): "1.0",
+    ("/resource_providers/{uuid}/aggregates", "GET"): "1.1",
+    ("/resource_providers/{uuid}/aggregates", "PUT"): "1.1",
+    ("/traits", "GET"): "1.6",
+    ("/traits/{name}", "GET"): "1.6",
+    ("/traits/{name}", "PUT"): "1.6",
+    ("/traits/{name}", "DELETE"): "1.6",
+    ("/resource_providers/{uuid}/traits", "GET"): "1.6",
+    ("/resource_providers/{uuid}/traits", "PUT"): "1.6",
+    ("/resource_providers/{uuid}/traits", "DELETE"): "1.6",
+    ("/allocations", "POST"): "1.13",
+    ("/allocations/{consumer_uuid}", "GET"): "1.0",
+    ("/allocations/{consumer_uuid}", "PUT"): "1.0",
+    ("/allocations/{consumer_uuid}", "DELETE"): "1.0",
+    ("/resource_providers/{uuid}/allocations", "GET"): "1.0",
+    ("/resource_providers/{uuid}/usages", "GET"): "1.0",
+    ("/usages", "GET"): "1.9",
+    ("/allocation_candidates", "GET"): "1.10",
+    ("/reshaper", "POST"): "1.30",
+    ("/openapi.json", "GET"): "1.0",
+}
+
+
+@pytest.fixture
+def app(sqlite_engine):
+    return create_app(Settings.of(), sqlite_engine)
+
+
+def document(app, version: str | None = None, **headers: str) -> dict:
+    params = {"microversion": version} if version else None
+    result = falcon.testing.TestClient(app).simulate_get(
+        "/openapi.json", params=params, headers=headers
+    )
+    assert result.status_code == 200, result.text
+    assert result.headers["content-type"] == "application/json"
+    return result.json
+
+
+def operations(doc: dict) -> set[tuple[str, str]]:
+    return {(path, method.upper()) for path, item in doc["paths"].items() for method in item}
+
+
+def test_the_document_lists_exactly_the_route_table_at_each_microversion(app):
+    served = {
+        (route.path, m.method)
+        for route in falcon.inspect.inspect_routes(app)
+        for m in route.methods
+        if not m.internal
+    }
+    assert served == set(FIRST)
+    for version in microversion.VERSIONS:
+        v = microversion.as_tuple(version)
+        expected = {op for op, first in FIRST.items() if v >= microversion.as_tuple(first)}
+        assert operations(document(app, version)) == expected, version
+
+
+def test_every_document_is_valid_openapi_3_1(app):
+    for version in microversion.VERSIONS:
+        doc = document(app, version)
+        assert doc["openapi"] == "3.1.0"
+        assert doc["info"]["version"] == version
+        schemathesis.openapi.from_dict(doc).validate()
+
+
+def test_the_default_and_latest_are_the_newest_microversion(app):
+    newest = document(app, microversion.VERSIONS[-1])
+    assert document(app) == newest
+    assert document(app, "latest") == newest
+    assert newest["info"]["version"] == "1.39"
+
+
+@pytest.mark.parametrize(
+    ("query", "code"),
+    [
+        ("microversion=1.40", "placement.query.bad_value"),
+        ("microversion=2.0", "placement.query.bad_value"),
+        ("microversion=", "placement.query.bad_value"),
+        ("microversion=1.x", "placement.query.bad_value"),
+        ("microversion=1.2&microversion=1.3", "placement.query.duplicate_key"),
+        ("version=1.2", "placement.undefined_code"),
+    ],
+)
+def test_a_bad_microversion_is_a_placement_400(app, query, code):
+    result = falcon.testing.TestClient(app).simulate_get(
+        "/openapi.json", query_string=query, headers={"openstack-api-version": "placement 1.39"}
+    )
+    assert result.status_code == 400
+    (error,) = result.json["errors"]
+    assert error["status"] == 400 and error["title"] == "Bad Request"
+    assert error["code"] == code
+    assert error["request_id"] == result.headers["openstack-request-id"]
+    assert "microversion" in error["detail"] or "version" in error["detail"]
+
+
+@pytest.mark.parametrize("strategy", ["noauth", "keystone"])
+def test_the_document_is_open_without_a_token(sqlite_engine, strategy):
+    client = falcon.testing.TestClient(
+        create_app(Settings.of(auth_strategy=strategy), sqlite_engine)
+    )
+    assert client.simulate_get("/openapi.json").status_code == 200
+    assert client.simulate_get("/").status_code == 200
+    assert client.simulate_get("/resource_providers").status_code == 401
+    doc = client.simulate_get("/openapi.json").json
+    assert doc["paths"]["/openapi.json"]["get"]["security"] == []
+    assert doc["paths"]["/"]["get"]["security"] == []
+    assert "security" not in doc["paths"]["/resource_providers"]["get"]
+    assert doc["security"] == [{"token": []}]
+
+
+def test_request_schemas_are_the_ones_the_handlers_validate_with(app):
+    for version in microversion.VERSIONS:
+        v = microversion.as_tuple(version)
+        paths = document(app, version)["paths"]
+
+        def body(path: str, method: str, paths=paths) -> dict:
+            return paths[path][method]["requestBody"]["content"]["application/json"]["schema"]
+
+        assert body("/resource_providers", "post") == provider_schemas.for_version(
+            provider_schemas.POST, v
+        )
+        assert body("/allocations/{consumer_uuid}", "put") == allocation_schemas.pick(
+            allocation_schemas.PUT_SCHEMAS, v
+        )
+        listing = paths["/resource_providers"]["get"]["parameters"]
+        query = provider_schemas.for_version(provider_schemas.LIST_QUERY, v)
+        assert {p["name"]: p["schema"] for p in listing if p["in"] == "query"} == query[
+            "properties"
+        ]
+        if v >= (1, 25):
+            groups = next(
+                p
+                for p in paths["/allocation_candidates"]["get"]["parameters"]
+                if p["name"] == "request_groups"
+            )
+            expected = candidate_schemas.for_version(candidate_schemas.GET_QUERY, v)
+            assert groups["schema"]["patternProperties"] == expected["patternProperties"]
+            assert groups["style"] == "form" and groups["explode"] is True
+
+
+def test_operations_name_the_microversion_and_answer_placement_errors(app):
+    doc = document(app, "1.20")
+    create = doc["paths"]["/resource_providers"]["post"]
+    header = next(p for p in create["parameters"] if p["in"] == "header")
+    assert header["name"] == "OpenStack-API-Version" and header["required"] is True
+    assert header["schema"]["enum"] == ["placement 1.20"]
+    assert "200" in create["responses"] and "201" not in create["responses"]  # body from 1.20
+    assert "201" in document(app, "1.19")["paths"]["/resource_providers"]["post"]["responses"]
+    error = create["responses"]["409"]["content"]["application/json"]["schema"]
+    assert error == {"$ref": "#/components/schemas/Error"}
+    fields = doc["components"]["schemas"]["Error"]["properties"]["errors"]["items"]
+    assert set(fields["properties"]) == {"status", "title", "detail", "code", "request_id"}
