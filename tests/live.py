@@ -34,6 +34,13 @@ def tally_serve(data: Path, **settings: str) -> Iterator[str]:
     """A real `tally serve` (SQLite in `data`, noauth, the lab on, its clock stopped;
     `settings` override, as TALLY_<NAME>) on a free port, in its own process group;
     yields its root URL and stops it (and its workers) after."""
+    with tally_process(data, **settings) as (url, _):
+        yield url
+
+
+@contextlib.contextmanager
+def tally_process(data: Path, **settings: str) -> Iterator[tuple[str, subprocess.Popen]]:
+    """`tally_serve`, yielding the server process too (to signal its workers)."""
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = dict(
@@ -66,12 +73,12 @@ def tally_serve(data: Path, **settings: str) -> Iterator[str]:
             if time.monotonic() > deadline or proc.poll() is not None:
                 pytest.fail(f"tally serve did not start:\n{log.read_text()[-3000:]}")
             time.sleep(0.3)
-        yield url
+        yield url, proc
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)  # the server and its workers: our group
         try:
-            proc.wait(timeout=15)
+            proc.wait(timeout=20)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()

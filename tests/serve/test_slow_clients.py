@@ -15,7 +15,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -26,7 +25,7 @@ import httpx
 import pytest
 
 from tally import serving
-from tests.live import free_port
+from tests.live import tally_process
 
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 IDLE_CONNECTIONS = 200
@@ -44,52 +43,9 @@ HALF_SENT = [
 
 @contextlib.contextmanager
 def tally_serve(data: Path, workers: int = 1) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A real `tally serve` on a free port (SQLite in `data`, the lab on, its clock
-    stopped), in its own process group; yields its URL and process."""
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = dict(
-        os.environ,
-        TALLY_DATA_DIR=str(data),
-        TALLY_PORT=str(port),
-        TALLY_WORKERS=str(workers),
-        TALLY_DATABASE_URL="",
-        TALLY_LAB="on",
-        TALLY_LAB_STEP_SECONDS="0",
-        TALLY_LAB_TRACKER_SECONDS="0",
-    )
-    with (data / "serve.log").open("wb") as out:
-        proc = subprocess.Popen(
-            [sys.executable, "-c", "from tally.cli.main import cli; cli()", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-    try:
-        wait_until_up(url, proc, data / "serve.log")
-        yield url, proc
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
-
-
-def wait_until_up(url: str, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            if httpx.get(f"{url}/", timeout=2, trust_env=False).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        if time.monotonic() > deadline or proc.poll() is not None:
-            pytest.fail(f"tally serve did not start:\n{log.read_text()[-3000:]}")
-        time.sleep(0.3)
+    """A real `tally serve` with `workers` processes: its URL and master process."""
+    with tally_process(data, workers=str(workers)) as found:
+        yield found
 
 
 def port_of(url: str) -> int:

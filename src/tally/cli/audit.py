@@ -16,7 +16,7 @@ from tally.cli.context import (
     pass_context,
     progress_bar,
 )
-from tally.cli.scripting import Duration, ScriptCommand, notes, summary
+from tally.cli.scripting import STUCK_AFTER, ScriptCommand, notes, summary
 from tally.doctor import audit as doctor
 
 COLUMNS = ("consumer", "class", "server", "host", "allocations", "reason", "fix", "action")
@@ -77,13 +77,7 @@ def _action(report: doctor.Audit, write: doctor.Write | None) -> str | None:
     help="Audit the consumers on this provider (uuid or name) and its host's servers.",
 )
 @click.option("--verbose", is_flag=True, help="List live and migrating consumers too.")
-@click.option(
-    "--stuck-after",
-    type=Duration(),
-    default="1h",
-    show_default=True,
-    help="A move not finished this long after its last update is stuck (90s, 30m, 1h).",
-)
+@STUCK_AFTER
 @click.option("--delete", is_flag=True, help="Free what is safe to free (see below).")
 @click.option("--apply", is_flag=True, help="With --delete: write (default: a dry run).")
 @output_options

@@ -20,7 +20,7 @@ from tally.cli.context import (
 )
 from tally.cli.inventory import asked_inventories, resource_option
 from tally.cli.inventory_report import render_check
-from tally.cli.scripting import Duration, ScriptCommand, notes
+from tally.cli.scripting import STUCK_AFTER, ScriptCommand, notes
 from tally.doctor.candidates import explain_candidates, parse_resources
 from tally.doctor.explain import Explanation, explain_change
 
@@ -77,13 +77,7 @@ def retry_command(uuid: str, resources: tuple[tuple[str, dict], ...]) -> str:
 @explain.command("provider", cls=ScriptCommand)
 @click.argument("uuid", type=PROVIDER)
 @resource_option("The change, as for `tally provider inventory set --amend` (repeatable).")
-@click.option(
-    "--stuck-after",
-    type=Duration(),
-    default="1h",
-    show_default=True,
-    help="A move not finished this long after its last update is stuck.",
-)
+@STUCK_AFTER
 @output_options
 @pass_context
 def provider(

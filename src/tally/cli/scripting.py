@@ -45,6 +45,15 @@ class Duration(click.ParamType):
         return dt.timedelta(seconds=float(match.group(1)) * self.UNITS[match.group(2)])
 
 
+STUCK_AFTER = click.option(
+    "--stuck-after",
+    type=Duration(),
+    default="1h",
+    show_default=True,
+    help="A move not finished this long after its last update is stuck (90s, 30m, 1h).",
+)
+
+
 def summary(text: str) -> None:
     """A closing line for people: on stderr, so stdout stays the data."""
     click.echo(text, err=True)
