@@ -163,6 +163,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("log_level", "INFO", "Log level of the service.", "TALLY_LOG_LEVEL"),
     Setting(
+        "metrics_max_providers",
+        100,
+        "`GET /metrics` (admins only) reports capacity, reserved and used per class of at "
+        "most this many providers (the first by id), read when scraped; 0: none.",
+        "TALLY_METRICS_MAX_PROVIDERS",
+    ),
+    Setting(
         "max_body_bytes",
         1048576,
         "Largest request body accepted; larger bodies get 413.",

@@ -13,6 +13,7 @@ caller may be an admin by design, which is why noauth only binds to loopback.
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -48,3 +49,13 @@ class UnsafeSettings(ValueError):
 def weak_lab_users(users: dict[str, Any]) -> list[str]:
     """Names of lab users whose password is the shipped default or their own name."""
     return [u.name for u in users.values() if u.password in ("", "admin", u.name)]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (a listen address) is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

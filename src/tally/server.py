@@ -1,6 +1,7 @@
 """What `tally serve` serves, composed in one place: Placement at / and under
-/placement; with the lab on, the lab compute API under /compute (v2.1) and the lab
-identity under /identity (v3).
+/placement, `/healthcheck` (tally.health) and `/metrics` (tally.metrics); with the
+lab on, the lab compute API under /compute (v2.1) and the lab identity under /identity
+(v3).
 
 The compute API claims through Placement's public API with the project's
 PlacementClient: over an in-process WSGI transport (as the lab's service user), or
@@ -20,7 +21,7 @@ import sqlalchemy as sa
 
 from tally.config import Settings
 from tally.db.engine import make_engine
-from tally.edge import NOAUTH_PROTOCOL, StripClientIdentity, UnsafeSettings
+from tally.edge import NOAUTH_PROTOCOL, StripClientIdentity, UnsafeSettings, is_loopback
 
 log = logging.getLogger("tally")
 WSGIApp = Callable[[dict[str, Any], Callable], Iterable[bytes]]
@@ -28,9 +29,12 @@ SERVICE_USER = ("nova", "service", "admin,service")  # the lab compute, toward P
 
 
 def lab_enabled(settings: Settings) -> bool:
-    """`lab = auto` is on with a SQLite database (embedded), off with a server database."""
+    """`lab = auto` is on with a SQLite database (embedded) served on a loopback
+    address; off with a server database, or on an address others reach (the lab
+    identity's admin/admin must not appear on an operator's Placement port by accident:
+    there only `lab = on` serves it)."""
     if settings.lab == "auto":
-        return settings.database.startswith("sqlite")
+        return settings.database.startswith("sqlite") and is_loopback(settings.host)
     return settings.lab == "on"
 
 
@@ -94,11 +98,19 @@ def check_auth(settings: Settings) -> None:
 
 
 def _compose(settings: Settings, engine: sa.Engine) -> Server:
+    from tally.health import Healthcheck, is_admin
+    from tally.metrics import MetricsApp
     from tally.placement.app import create_app as placement_app
 
     placement = placement_app(settings, engine)
+    health: WSGIApp = Healthcheck(engine, settings.auth_strategy)
+    metrics: WSGIApp = MetricsApp(
+        engine, settings, lambda env: is_admin(env, settings.auth_strategy)
+    )
     if not lab_enabled(settings):
-        return Server(placement, {"/placement": placement})
+        return Server(
+            placement, {"/placement": placement, "/healthcheck": health, "/metrics": metrics}
+        )
 
     from tally.clients.placement import PlacementClient
     from tally.compute.app import create_app as compute_app
@@ -119,7 +131,12 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
         )
     report = ReportClient(client)
     compute = compute_app(settings, engine, report)
-    mounts: dict[str, WSGIApp] = {"/compute": compute, "/placement": placement}
+    mounts: dict[str, WSGIApp] = {
+        "/compute": compute,
+        "/placement": placement,
+        "/healthcheck": health,
+        "/metrics": metrics,
+    }
     root: WSGIApp = placement
     if settings.auth_strategy in ("noauth", "lab"):
         tokens = Tokens(parse_users(settings.lab_users), key=lambda: token_key(engine))
@@ -129,6 +146,8 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
             "/identity": identity_app(tokens, _catalog(settings)),
             "/compute": TokenFilter(compute, tokens, strict),
             "/placement": root,
+            "/healthcheck": TokenFilter(health, tokens, strict),
+            "/metrics": TokenFilter(metrics, tokens, strict),
         }
     server = Server(root, mounts)
     server.lab = Lab(engine=engine, settings=settings, placement=report)
@@ -174,7 +193,10 @@ def _oslo_config(path: str) -> Any:
 def describe(settings: Settings, url: str) -> list[str]:
     """What `tally serve` prints at start about the lab."""
     if not lab_enabled(settings):
-        return [f"Lab off (setting lab = {settings.lab}): Placement only"]
+        why = f"setting lab = {settings.lab}"
+        if settings.lab == "auto" and not is_loopback(settings.host):
+            why += f", and {settings.host} is not a loopback address"
+        return [f"Lab off ({why}): Placement only"]
     from tally.edge import weak_lab_users
     from tally.identity.users import parse_users
 

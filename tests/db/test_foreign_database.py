@@ -97,7 +97,7 @@ def test_the_wsgi_module_refuses_an_upstream_database(tmp_path):
     upstream_database(url)
     before = state(url)
     done = subprocess.run(
-        [sys.executable, "-c", "import tally.placement.wsgi"],
+        [sys.executable, "-c", "import tally.wsgi"],
         env=dict(os.environ, TALLY_DATABASE_URL=url),
         capture_output=True,
         text=True,
@@ -155,8 +155,8 @@ def test_a_sqlite_file_that_is_not_a_database(tmp_path):
 @pytest.mark.parametrize(
     ("url", "module", "extra"),
     [
-        ("postgresql+psycopg://tally@127.0.0.1/tally", "psycopg", "tally[postgres]"),
-        ("mysql+pymysql://tally@127.0.0.1/tally", "pymysql", "tally[mysql]"),
+        ("postgresql+psycopg://tally@127.0.0.1/tally", "psycopg", "tally-placement[postgres]"),
+        ("mysql+pymysql://tally@127.0.0.1/tally", "pymysql", "tally-placement[mysql]"),
     ],
 )
 def test_a_missing_driver_names_the_extra(url, module, extra, monkeypatch):

@@ -10,8 +10,10 @@ import pytest
 from click.testing import CliRunner
 
 from tally.cli.main import cli
-from tally.cli.serve import QUIET_LOGGERS, configure_logging, is_loopback, refuse_unsafe_bind
+from tally.cli.serve import refuse_unsafe_bind
 from tally.config import Settings
+from tally.edge import is_loopback
+from tally.logs import QUIET_LOGGERS, configure_logging
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"])
@@ -82,3 +84,35 @@ def test_lab_auth_off_loopback_needs_passwords_of_the_operator():
             refuse_unsafe_bind(Settings.of(**public, lab_users=users))
     refuse_unsafe_bind(Settings.of(**public, lab_users="admin:Long-s3cret:admin:admin"))
     refuse_unsafe_bind(Settings.of(host="127.0.0.1", auth_strategy="lab", lab="on"))
+
+
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "[2001:db8::1]"])
+def test_lab_auto_is_off_on_an_address_others_reach(host):
+    from tally.server import describe, lab_enabled
+
+    assert not lab_enabled(Settings.of(host=host))  # SQLite, lab = auto
+    assert lab_enabled(Settings.of(host=host, lab="on"))
+    assert describe(Settings.of(host=host), "http://x") == [
+        f"Lab off (setting lab = auto, and {host} is not a loopback address): Placement only"
+    ]
+
+
+def test_lab_auto_stays_on_with_sqlite_on_loopback():
+    from tally.server import lab_enabled
+
+    assert lab_enabled(Settings.of(host="127.0.0.1"))
+    assert lab_enabled(Settings.of(host="localhost"))
+    assert not lab_enabled(Settings.of(host="127.0.0.1", database_url="postgresql://x/y"))
+
+
+def test_a_public_bind_serves_no_lab_identity(sqlite_engine):
+    import falcon.testing
+
+    from tally.server import create_server
+
+    settings = Settings.of(host="0.0.0.0", noauth_allow_remote=True)
+    client = falcon.testing.TestClient(create_server(settings, sqlite_engine))
+    admin = {"x-auth-token": "admin"}
+    for path in ("/identity/v3", "/compute/v2.1"):  # Placement's own 404: no such route
+        assert client.simulate_get(path, headers=admin).status_code == 404, path
+    assert client.simulate_get("/resource_providers", headers=admin).status_code == 200

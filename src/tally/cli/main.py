@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from tally import DISTRIBUTION
 from tally.cli.audit import audit
 from tally.cli.candidate import allocation
 from tally.cli.context import connection_options, open_context
@@ -22,6 +23,7 @@ from tally.cli.usage import usage
 
 
 @click.group()
+@click.version_option(package_name=DISTRIBUTION, prog_name="tally")
 @connection_options
 @click.pass_context
 def cli(ctx: click.Context, **connection: Any) -> None:

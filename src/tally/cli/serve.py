@@ -3,37 +3,13 @@ buffered before a thread runs them; `--workers N` pre-forked processes)."""
 
 from __future__ import annotations
 
-import ipaddress
 import logging
-import sys
 
 import click
 
 from tally.config import SETTINGS, Settings, load_settings
-
-# Libraries whose debug output shows identity-service traffic (token hashes, request
-# dumps): never below INFO, whatever `log_level` says.
-QUIET_LOGGERS = ("keystonemiddleware", "keystoneauth", "keystoneclient", "oslo_policy")
-
-
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-        stream=sys.stderr,
-    )
-    for name in QUIET_LOGGERS:
-        logger = logging.getLogger(name)
-        logger.setLevel(max(logger.getEffectiveLevel(), logging.INFO))
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+from tally.edge import is_loopback
+from tally.logs import configure_logging
 
 
 def refuse_unsafe_bind(settings: Settings) -> None:
@@ -117,6 +93,10 @@ def serve(
     if not get_path:
         refuse_unsafe_bind(settings)
     configure_logging(settings.log_level)
+    if not get_path:  # before any count and before the fork: the workers' shared counts
+        from tally.metrics import prepare_multiprocess
+
+        logging.getLogger("tally").info("metrics of the workers in %s", prepare_multiprocess())
     engine = make_engine(settings.database)
     prepare_database(engine)
     if get_path:

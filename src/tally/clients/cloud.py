@@ -51,7 +51,7 @@ def cloud_connection(
         from openstack import exceptions as sdk_exceptions
     except ImportError as exc:  # pragma: no cover - the [keystone] extra is missing
         raise ConfigurationError(
-            "--os-cloud needs openstacksdk: pip install 'tally[keystone]'"
+            "--os-cloud needs openstacksdk: pip install 'tally-placement[keystone]'"
         ) from exc
     options = {k: v for k, v in {"region_name": region_name, "interface": interface}.items() if v}
     try:

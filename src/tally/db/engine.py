@@ -20,6 +20,7 @@ from typing import TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 
+from tally import metrics
 from tally.db import probe
 
 LOG = logging.getLogger(__name__)
@@ -129,6 +130,8 @@ def run_retrying(
             if not _retriable(exc):
                 raise
             LOG.debug("write hit %s; retrying", exc.orig)
+        if _attempt + 1 < max(1, retries):
+            metrics.database_retry()
     LOG.warning("write gave up after %d attempts", max(1, retries))
     raise gave_up()
 

@@ -25,12 +25,12 @@ from tally.db import upstream
 
 # Driver module -> how to get it (the extras of pyproject.toml).
 _DRIVER_HINTS = {
-    "psycopg": "install it with `pip install 'tally[postgres]'`",
-    "pymysql": "install it with `pip install 'tally[mysql]'`",
+    "psycopg": "install it with `pip install 'tally-placement[postgres]'`",
+    "pymysql": "install it with `pip install 'tally-placement[mysql]'`",
     "psycopg2": "Tally's PostgreSQL driver is psycopg 3: write the URL as "
-    "`postgresql+psycopg://...` and `pip install 'tally[postgres]'`",
+    "`postgresql+psycopg://...` and `pip install 'tally-placement[postgres]'`",
     "MySQLdb": "Tally's MySQL driver is PyMySQL: write the URL as `mysql+pymysql://...` "
-    "and `pip install 'tally[mysql]'`",
+    "and `pip install 'tally-placement[mysql]'`",
 }
 # backend -> (dialect, driver) Tally installs; the module of a driver by its name
 _OUR_DRIVERS = {
@@ -46,7 +46,7 @@ class UnusableDatabase(click.ClickException):
     """Tally will not (or cannot) use this database; the message says why in one line.
     A ClickException, so every command that opens the database (`tally serve`,
     `tally db ...`) ends with that line and exit status 1, never a traceback; a WSGI
-    server loading `tally.placement.wsgi` fails to load the app with it."""
+    server loading `tally.wsgi` fails to load the app with it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,6 +226,39 @@ def refuse_foreign(url: str | sa.URL, strict: bool = False) -> Found | None:
     if why:
         raise UnusableDatabase(why)
     return found
+
+
+def refuse_unmigrated(url: str | sa.URL) -> None:
+    """For an app that does not migrate (tally.wsgi): refuse what `refuse_foreign`
+    refuses, and a database without Tally's newest schema. One that cannot be read
+    now passes (the app answers 503 while its database is down)."""
+    url = with_our_driver(url)
+    try:
+        found = identify(url)
+    except sa.exc.DBAPIError:
+        return
+    why = refusal(url, found)
+    if why:
+        raise UnusableDatabase(why)
+    if found.kind in ("absent", "empty"):
+        why = f"{safe_url(url)} holds no Tally schema"
+    elif found.revision != _head():
+        why = (
+            f"{safe_url(url)} is at Tally schema revision {found.revision}, older than this "
+            f"Tally's {_head()}"
+        )
+    else:
+        return
+    raise UnusableDatabase(
+        f"{why}: run `tally db upgrade` with the same settings first (as "
+        f"`placement-manage db sync` for upstream Placement); nothing was changed."
+    )
+
+
+def _head() -> str | None:
+    from tally.db.migrate import head_revision
+
+    return head_revision()
 
 
 def reach(engine: sa.Engine) -> None:

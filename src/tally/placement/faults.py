@@ -104,6 +104,7 @@ def render_error(req: falcon.Request, resp: falcon.Response, document: dict) -> 
 def handle_tally_error(
     req: falcon.Request, resp: falcon.Response, exc: TallyError, params: dict
 ) -> None:
+    req.context.error = exc  # for the request's metrics (tally.metrics)
     headers = {k: v for k, v in exc.extra.items() if k in {"allow"}}
     body_extra = {k: v for k, v in exc.extra.items() if k not in headers}
     resp.status = exc.status

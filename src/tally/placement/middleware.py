@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import re
 import time
 import urllib.parse
 import uuid
 
 import falcon
 
+from tally import metrics
 from tally.placement import microversion, policy
 from tally.placement.context import Identity
 from tally.placement.ledger.errors import (
@@ -31,13 +33,22 @@ REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", d
 request_log = logging.getLogger("tally.requestlog")
 
 UNAUTHENTICATED_PATHS = frozenset({"/", ""})
+# What oslo.middleware's request_id accepts as a caller's global request id.
+GLOBAL_REQUEST_ID = re.compile(
+    r"^req-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$"
+)
 
 
 class RequestIdAndLog:
-    """Gives each request an id and writes Placement's request log line."""
+    """Gives each request an id and writes Placement's request log line. A caller's
+    `X-OpenStack-Request-ID` of the form `req-<uuid>` (nova sends its own) is kept as
+    the global request id, as oslo.middleware and oslo.context keep it upstream (any
+    other value is ignored); the line ends with it and the caller's user and project."""
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.request_id = f"req-{uuid.uuid4()}"
+        inbound = req.get_header("x-openstack-request-id") or ""
+        req.context.global_request_id = inbound if GLOBAL_REQUEST_ID.match(inbound) else None
         req.context.started = time.monotonic()
         req.context.version = None
         REQUEST_ID.set(req.context.request_id)
@@ -66,7 +77,21 @@ class RequestIdAndLog:
         if version is not None:
             line += " microversion: %s.%s"
             args += [version.major, version.minor]
+        identity = getattr(req.context, "identity", None)
+        line += " global_request_id: %s user: %s project: %s"
+        args += [
+            req.context.global_request_id or "-",
+            (identity.user_id if identity else None) or "-",
+            (identity.project_id if identity else None) or "-",
+        ]
         request_log.info(line, *args)
+        metrics.request(
+            req.uri_template or "-",
+            req.method,
+            resp.status_code,
+            time.monotonic() - req.context.started,
+            req.context.get("error"),
+        )
 
 
 class Microversion:

@@ -15,6 +15,7 @@ from tally.db import schema as t
 from tally.db.engine import transaction
 from tally.placement.ledger import consumers as cons
 from tally.placement.ledger.common import provider_row
+from tally.placement.ledger.usage_queries import capacity, used_by_provider
 
 ALL_TYPES = "all"
 
@@ -121,3 +122,48 @@ def totals_by_type(
         if label(row) in result:
             result[label(row)]["consumer_count"] = int(row[-1])
     return result
+
+
+def sample(engine: sa.Engine, max_providers: int) -> list[tuple[str, str, int, int, int]]:
+    """(provider uuid, class, capacity, reserved, used) of at most `max_providers`
+    providers (the first by id), for /metrics."""
+    with transaction(engine) as conn:
+        ids = (
+            conn.execute(
+                sa.select(t.resource_providers.c.id)
+                .order_by(t.resource_providers.c.id)
+                .limit(max_providers)
+            )
+            .scalars()
+            .all()
+        )
+        if not ids:
+            return []
+        rows = conn.execute(
+            sa.select(
+                t.resource_providers.c.uuid,
+                t.resource_classes.c.name,
+                t.inventories.c.resource_provider_id,
+                t.inventories.c.resource_class_id,
+                t.inventories.c.total,
+                t.inventories.c.reserved,
+                t.inventories.c.allocation_ratio,
+            )
+            .join(
+                t.resource_providers,
+                t.resource_providers.c.id == t.inventories.c.resource_provider_id,
+            )
+            .join(t.resource_classes, t.resource_classes.c.id == t.inventories.c.resource_class_id)
+            .where(t.inventories.c.resource_provider_id.in_(ids))
+        ).all()
+        used = used_by_provider(conn, list(ids))
+    return [
+        (
+            r.uuid,
+            r.name,
+            capacity(r.total, r.reserved, r.allocation_ratio),
+            r.reserved,
+            used.get((r.resource_provider_id, r.resource_class_id), 0),
+        )
+        for r in rows
+    ]

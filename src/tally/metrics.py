@@ -1,0 +1,177 @@
+"""Prometheus metrics, served at `/metrics` to admins (prometheus_client's text format).
+
+Counted where they happen: requests per route template, method and status, and their
+latency (tally.placement.middleware); claims accepted, refused for capacity, refused
+for a generation (`PUT /allocations/{consumer_uuid}`, `POST /allocations`); capacity
+guard refusals per resource class; database transactions run again after a deadlock
+or a race (tally.db.engine). Read when scraped: capacity, reserved and used per
+provider and class, of at most `metrics_max_providers` providers.
+
+Several worker processes share their counts through prometheus_client's multiprocess
+mode: `tally serve` makes a directory of its own under /tmp and names it in
+`PROMETHEUS_MULTIPROC_DIR` before the workers fork (`prepare_multiprocess`); each
+worker writes its counters there and a scrape sums them. Under another WSGI server,
+set PROMETHEUS_MULTIPROC_DIR (an empty directory) before it starts the workers, or each
+process answers with its own counts.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import tempfile
+import threading
+from collections.abc import Callable, Iterable
+from typing import Any
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+_lock = threading.Lock()
+_metrics: dict[str, Any] = {}
+
+
+def prepare_multiprocess() -> str:
+    """A fresh directory for this run's workers (removed when this process exits);
+    call before any metric is counted and before forking."""
+    directory = tempfile.mkdtemp(prefix="tally-metrics-", dir="/tmp")
+    os.environ[MULTIPROC_ENV] = directory
+    pid = os.getpid()
+    atexit.register(lambda: os.getpid() == pid and shutil.rmtree(directory, True))
+    return directory
+
+
+def _get() -> dict[str, Any]:
+    """The metrics, made on first use (after the fork, in the worker)."""
+    if _metrics:
+        return _metrics
+    with _lock:
+        if _metrics:
+            return _metrics
+        from prometheus_client import CollectorRegistry, Counter, Histogram, values
+
+        values.ValueClass = values.get_value_class()  # multiprocess if the env says so
+        registry = CollectorRegistry(auto_describe=True)
+        _metrics.update(
+            registry=registry,
+            requests=Counter(
+                "tally_http_requests",
+                "HTTP requests by route template, method and status.",
+                ["route", "method", "status"],
+                registry=registry,
+            ),
+            latency=Histogram(
+                "tally_http_request_duration_seconds",
+                "Time to answer, by route template and method.",
+                ["route", "method"],
+                registry=registry,
+            ),
+            claims=Counter(
+                "tally_claims",
+                "Allocation writes: accepted, refused_capacity, refused_generation.",
+                ["outcome"],
+                registry=registry,
+            ),
+            guard=Counter(
+                "tally_capacity_guard_refusals",
+                "Inventory changes refused by the capacity guard, per resource class.",
+                ["resource_class"],
+                registry=registry,
+            ),
+            retries=Counter(
+                "tally_database_retries",
+                "Write transactions run again after a deadlock, serialization failure or race.",
+                registry=registry,
+            ),
+        )
+    return _metrics
+
+
+CLAIM_ROUTES = {("PUT", "/allocations/{consumer_uuid}"), ("POST", "/allocations")}
+
+
+def request(route: str, method: str, status: int, seconds: float, error: Any = None) -> None:
+    m = _get()
+    m["requests"].labels(route, method, str(status)).inc()
+    m["latency"].labels(route, method).observe(seconds)
+    if (method, route) in CLAIM_ROUTES:
+        if status < 300:
+            m["claims"].labels("accepted").inc()
+        elif status == 409:
+            code = getattr(error, "code", "")
+            generation = code == "placement.concurrent_update"
+            m["claims"].labels("refused_generation" if generation else "refused_capacity").inc()
+    for usage in (getattr(error, "extra", None) or {}).get("usage", ()):
+        if getattr(error, "code", "") == "placement.inventory.inuse":
+            m["guard"].labels(usage["resource_class"]).inc()
+
+
+def database_retry() -> None:
+    _get()["retries"].inc()
+
+
+def render(provider_sample: Callable[[], Iterable[tuple[str, str, int, int, int]]]) -> bytes:
+    """The text exposition: every process's counts, and the provider gauges."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.core import GaugeMetricFamily
+
+    local = _get()["registry"]
+    registry = CollectorRegistry()
+    if os.environ.get(MULTIPROC_ENV):
+        from prometheus_client import multiprocess
+
+        multiprocess.MultiProcessCollector(registry)
+    else:
+        registry.register(_Yield(local.collect))
+
+    def providers() -> Iterable[Any]:
+        names = ("capacity", "reserved", "used")
+        families = [
+            GaugeMetricFamily(
+                f"tally_provider_{name}",
+                f"{name.capitalize()} of a resource class on a provider (read when scraped).",
+                labels=["provider", "resource_class"],
+            )
+            for name in names
+        ]
+        for uuid, rc, *amounts in provider_sample():
+            for family, amount in zip(families, amounts, strict=True):
+                family.add_metric([uuid, rc], amount)
+        return families
+
+    registry.register(_Yield(providers))
+    return generate_latest(registry)
+
+
+class _Yield:
+    def __init__(self, collect: Callable[[], Iterable[Any]]) -> None:
+        self.collect = collect
+
+
+class MetricsApp:
+    """`/metrics`: the exposition to an admin, 403 to anyone else."""
+
+    def __init__(self, engine: Any, settings: Any, is_admin: Callable[[dict], bool]) -> None:
+        self.engine, self.settings, self.is_admin = engine, settings, is_admin
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+        if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
+            start_response("405 Method Not Allowed", [("Allow", "GET, HEAD")])
+            return [b""]
+        if not self.is_admin(environ):
+            body = b"Only an admin token may read /metrics.\n"
+            start_response("403 Forbidden", [("Content-Type", "text/plain")])
+            return [body]
+        data = render(self.sample)
+        start_response(
+            "200 OK", [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(data)))]
+        )
+        return [data]
+
+    def sample(self) -> list[tuple[str, str, int, int, int]]:
+        limit = self.settings.metrics_max_providers
+        if limit <= 0:
+            return []
+        from tally.placement.ledger.usages import sample
+
+        return sample(self.engine, limit)

@@ -1,0 +1,84 @@
+"""`tally.wsgi:application`, the entry point for gunicorn, uwsgi or mod_wsgi: it logs
+as `tally serve` does, refuses a database without Tally's newest schema in one line
+(changing nothing), and leaves the lab off unless `lab = on`."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import sqlalchemy as sa
+
+from tally.db import migrate
+from tally.db.engine import make_engine
+
+SERVE_ONE = """
+import falcon.testing
+from tally.wsgi import application
+client = falcon.testing.TestClient(application)
+for path in ("/resource_providers", "/identity/v3"):
+    print(path, client.simulate_get(path, headers={"x-auth-token": "admin"}).status_code)
+"""
+
+
+def load(tmp_path: Path, code: str = "import tally.wsgi", **env: str):
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, TALLY_DATABASE_URL="", TALLY_DATA_DIR=str(tmp_path), **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_entry_point_moved_out_of_the_placement_package():
+    assert importlib.util.find_spec("tally.wsgi") is not None
+    assert importlib.util.find_spec("tally.placement.wsgi") is None
+
+
+def test_a_database_without_tallys_schema_is_refused(tmp_path):
+    done = load(tmp_path)
+    url = f"sqlite:///{tmp_path / 'tally.sqlite'}"
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        f"tally.db.probe.UnusableDatabase: {url} holds no Tally schema: run `tally db "
+        f"upgrade` with the same settings first (as `placement-manage db sync` for upstream "
+        f"Placement); nothing was changed."
+    )
+    assert not (tmp_path / "tally.sqlite").exists()
+
+
+def test_an_older_tally_schema_is_refused(tmp_path):
+    url = f"sqlite:///{tmp_path / 'tally.sqlite'}"
+    engine = make_engine(url)
+    migrate.upgrade(engine, "0001")
+    engine.dispose()
+    done = load(tmp_path)
+    assert done.returncode == 1
+    line = done.stderr.splitlines()[-1]
+    assert line.startswith(f"tally.db.probe.UnusableDatabase: {url} is at Tally schema revision ")
+    assert f"older than this Tally's {migrate.head_revision()}: run `tally db upgrade`" in line
+    engine = sa.create_engine(url)
+    with engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalar() != (
+            migrate.head_revision()
+        )
+    engine.dispose()
+
+
+def test_a_migrated_database_is_served_and_logged_as_tally_serve_logs(tmp_path):
+    engine = make_engine(f"sqlite:///{tmp_path / 'tally.sqlite'}")
+    migrate.upgrade(engine)
+    engine.dispose()
+    done = load(tmp_path, SERVE_ONE)
+    assert done.returncode == 0, done.stderr
+    # the lab (identity under /identity) is off with `lab = auto`: the bind is unknown
+    assert done.stdout.splitlines() == ["/resource_providers 200", "/identity/v3 404"]
+    log = [line for line in done.stderr.splitlines() if "tally.requestlog" in line]
+    assert len(log) == 2 and " INFO tally.requestlog [req-" in log[0]
+    assert '"GET /resource_providers" status: 200' in log[0]
+    done = load(tmp_path, SERVE_ONE, TALLY_LAB="on")
+    assert done.stdout.splitlines()[-1] == "/identity/v3 200"
