@@ -161,7 +161,26 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "workers", 1, "Worker processes of `tally serve` (sharing one socket).", "TALLY_WORKERS"
     ),
-    Setting("log_level", "INFO", "Log level of the service.", "TALLY_LOG_LEVEL"),
+    Setting(
+        "log_level",
+        "INFO",
+        "Log level of the service (a placement.conf's `[DEFAULT] debug = true`: DEBUG).",
+        "TALLY_LOG_LEVEL",
+    ),
+    Setting(
+        "log_file",
+        "",
+        "Write the log to this file instead of stderr (in `log_dir` when relative).",
+        "TALLY_LOG_FILE",
+        ("DEFAULT", "log_file"),
+    ),
+    Setting(
+        "log_dir",
+        "",
+        "Folder of `log_file` (alone: the log goes to `tally.log` there), as oslo.log's.",
+        "TALLY_LOG_DIR",
+        ("DEFAULT", "log_dir"),
+    ),
     Setting(
         "metrics_max_providers",
         100,
@@ -328,10 +347,31 @@ def read_placement_conf(path: str | os.PathLike) -> dict[str, Any]:
             if setting.name == "auth_strategy" and value == "noauth2":
                 value = "noauth"
             found[setting.name] = value
+    if parser.has_option("DEFAULT", "debug") and parser.getboolean("DEFAULT", "debug"):
+        found["log_level"] = "DEBUG"
     # As oslo.policy does for placement.conf: the policy file is found beside it.
     folder = Path(path).resolve().parent
     if "policy_file" in found or (folder / "policy.yaml").is_file():
         found["policy_file"] = str(folder / found.get("policy_file", "policy.yaml"))
+    return found
+
+
+# placement.conf options read by something other than a setting row
+READ_ELSEWHERE = {("DEFAULT", "debug")}
+READ_WHOLE = ("keystone_authtoken",)  # auth_token reads its section itself
+
+
+def unused_placement_options(path: str | os.PathLike) -> list[str]:
+    """`[section] option` of a placement.conf that Tally does not read, for a warning."""
+    parser = configparser.ConfigParser(interpolation=None)
+    parser.read(path)
+    used = {s.placement_conf for s in SETTINGS if s.placement_conf} | READ_ELSEWHERE
+    found = [f"[DEFAULT] {o}" for o in parser.defaults() if ("DEFAULT", o) not in used]
+    for section in parser.sections():
+        if section in READ_WHOLE:
+            continue
+        own = set(parser[section]) - set(parser.defaults())
+        found += [f"[{section}] {o}" for o in sorted(own) if (section, o) not in used]
     return found
 
 

@@ -4,7 +4,9 @@ format on stderr, and the identity libraries' debug output held at INFO."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from typing import Any
 
 # Libraries whose debug output shows identity-service traffic (token hashes, request
 # dumps): never below INFO, whatever `log_level` says.
@@ -12,10 +14,33 @@ QUIET_LOGGERS = ("keystonemiddleware", "keystoneauth", "keystoneclient", "oslo_p
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
-def configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO), format=FORMAT, stream=sys.stderr
-    )
+def configure_logging(settings: Any) -> None:
+    """The level, and the file (`log_file` in `log_dir`, as oslo.log places it) or
+    stderr; then, once, the placement.conf options Tally does not use."""
+    level = getattr(logging, settings.log_level.upper(), logging.INFO)
+    path = log_path(settings.log_file, settings.log_dir)
+    if path:
+        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        logging.basicConfig(level=level, format=FORMAT, filename=path)
+    else:
+        logging.basicConfig(level=level, format=FORMAT, stream=sys.stderr)
     for name in QUIET_LOGGERS:
         logger = logging.getLogger(name)
         logger.setLevel(max(logger.getEffectiveLevel(), logging.INFO))
+    if settings.placement_conf:
+        from tally.config import unused_placement_options
+
+        unused = unused_placement_options(settings.placement_conf)
+        if unused:
+            logging.getLogger("tally").warning(
+                "%s: options Tally does not use, ignored: %s",
+                settings.placement_conf,
+                ", ".join(unused),
+            )
+
+
+def log_path(log_file: str, log_dir: str) -> str | None:
+    """Where the log goes: None for stderr."""
+    if log_dir:
+        return os.path.join(log_dir, log_file or "tally.log")
+    return log_file or None

@@ -23,7 +23,7 @@ def make_application(settings: Settings | None = None) -> WSGIApp:
     settings = settings or load_settings()
     if settings.lab == "auto":
         settings = Settings.of(**{**settings.values, "lab": "off"})
-    configure_logging(settings.log_level)
+    configure_logging(settings)
     probe.refuse_unmigrated(settings.database)
     return create_server(settings)  # Placement (and the lab with `lab = on`)
 

@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+
 import pytest
 
-from tally.config import SETTINGS, Settings, load_settings
+from tally.config import SETTINGS, Settings, load_settings, unused_placement_options
+from tally.logs import log_path
 
 
 def test_defaults_give_an_embedded_sqlite_database():
@@ -55,3 +60,58 @@ def test_every_setting_has_an_env_name_and_help():
 def test_bad_values_name_the_setting(name, value, message):
     with pytest.raises(ValueError, match=message):
         Settings.of(**{name: value})
+
+
+PLACEMENT_CONF = """
+[DEFAULT]
+debug = true
+log_dir = {dir}
+log_file = placement-api.log
+state_path = /var/lib/placement
+
+[placement_database]
+connection = sqlite:///{dir}/placement.sqlite
+max_pool_size = 20
+
+[api]
+auth_strategy = noauth2
+
+[keystone_authtoken]
+www_authenticate_uri = http://keystone/
+"""
+
+
+def test_placement_conf_logging_options_are_honoured(tmp_path):
+    conf = tmp_path / "placement.conf"
+    conf.write_text(PLACEMENT_CONF.format(dir=tmp_path))
+    settings = load_settings(placement_conf=str(conf), environ={})
+    assert settings.log_level == "DEBUG"
+    assert (settings.log_dir, settings.log_file) == (str(tmp_path), "placement-api.log")
+    assert log_path(settings.log_file, settings.log_dir) == str(tmp_path / "placement-api.log")
+    assert log_path("", "/var/log/tally") == "/var/log/tally/tally.log"
+    assert log_path("", "") is None  # stderr
+    # what Tally ignores is named (auth_token reads its own section whole)
+    assert unused_placement_options(conf) == [
+        "[DEFAULT] state_path",
+        "[placement_database] max_pool_size",
+    ]
+
+
+def test_tally_serve_logs_to_the_file_of_placement_conf_and_warns_once(tmp_path):
+    conf = tmp_path / "placement.conf"
+    conf.write_text(PLACEMENT_CONF.format(dir=tmp_path))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TALLY_")}
+    done = subprocess.run(
+        [sys.executable, "-c", "from tally.cli.main import cli; cli()", "serve"]
+        + ["--placement-conf", str(conf), "--get", "/"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    logged = (tmp_path / "placement-api.log").read_text()
+    warning = "options Tally does not use, ignored: [DEFAULT] state_path, [placement_database]"
+    assert logged.count(warning) == 1
+    assert " DEBUG " in logged or "DEBUG" in logged
+    assert warning not in done.stderr  # the log went to the file

@@ -51,7 +51,7 @@ def test_identity_libraries_never_log_below_info():
     saved = root.level
     root.setLevel(logging.DEBUG)  # as basicConfig would on a fresh process
     try:
-        configure_logging("DEBUG")
+        configure_logging(Settings.of(log_level="DEBUG"))
         assert logging.getLogger("tally").isEnabledFor(logging.DEBUG)
         for name in QUIET_LOGGERS:
             assert not logging.getLogger(name).isEnabledFor(logging.DEBUG), name

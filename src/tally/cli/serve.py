@@ -92,7 +92,7 @@ def serve(
     settings = load_settings(config_file, placement_conf, host=host, port=port, workers=workers)
     if not get_path:
         refuse_unsafe_bind(settings)
-    configure_logging(settings.log_level)
+    configure_logging(settings)
     if not get_path:  # before any count and before the fork: the workers' shared counts
         from tally.metrics import prepare_multiprocess
 
