@@ -33,7 +33,7 @@ def test_every_install_hint_names_the_distribution():
     hints = [
         f"{path.relative_to(ROOT)}: {hint}"
         for path in texts
-        for hint in re.findall(r"pip install '?([\w.-]+)", path.read_text())
-        if hint != "tally-placement" and not hint.startswith(".")
+        for hint in re.findall(r"pip install (?:-\w+ )*'?(tally[\w.-]*)", path.read_text())
+        if hint != "tally-placement"
     ]
     assert hints == []
