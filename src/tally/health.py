@@ -15,7 +15,6 @@ import io
 import json
 import platform
 import sys
-import time
 import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -23,6 +22,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tally.db import probe
+from tally.db.engine import ping
 
 
 class Healthcheck:
@@ -68,14 +68,11 @@ class Healthcheck:
 
     def check(self) -> tuple[bool, str, str]:
         backend = self.engine.url.get_backend_name()
-        started = time.monotonic()
         try:
-            with self.engine.connect() as conn:
-                conn.execute(sa.text("SELECT 1")).scalar()
+            took = ping(self.engine)
         except sa.exc.SQLAlchemyError as exc:
             why = probe.reason(exc) if isinstance(exc, sa.exc.DBAPIError) else str(exc)
             return False, "database unavailable", f"{backend}: {why}"
-        took = (time.monotonic() - started) * 1000
         return True, "OK", f"{backend} answered SELECT 1 in {took:.1f} ms"
 
     def json_body(self, reason: str, details: str, detailed: bool) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -92,6 +93,14 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     return engine
+
+
+def ping(engine: sa.Engine) -> float:
+    """Milliseconds the database took to answer `SELECT 1`; its error if it did not."""
+    started = time.monotonic()
+    with engine.connect() as conn:
+        conn.execute(sa.text("SELECT 1")).scalar()
+    return (time.monotonic() - started) * 1000
 
 
 def is_sqlite(conn_or_engine: sa.Connection | sa.Engine) -> bool:

@@ -37,7 +37,6 @@ from tally.doctor.cloud import (
     Books,
     Cloud,
     Progress,
-    consumer_holdings,
     host_provider,
     matched_migration,
     read_books,
@@ -67,6 +66,7 @@ class Finding:
     host_provider: str | None = None  # the root provider of that host, if any
     migration_id: int | str | None = None  # the compute API's id of the move
     fix: str | None = None  # the command that resolves it
+    taken_back: bool = False  # a stale hold heal gives back to its server (not freed)
 
     @property
     def problem(self) -> bool:
@@ -129,7 +129,7 @@ def audit(
         related = [s.id for s in cloud.servers.values() if judge.host_provider(s) == provider]
         related += [m.server for m in cloud.migrations if m.uuid in books.holdings]
         for server in dict.fromkeys(s for s in related if s not in books.holdings):
-            if held := consumer_holdings(placement, server):
+            if held := books.holdings_of(placement, server):
                 books.holdings[server] = held
     found = [judge.consumer(c, a) for c, a in sorted(books.holdings.items())]
     for server in cloud.servers.values():
@@ -188,11 +188,9 @@ class _Judge:
             common.update(host=server.host, host_provider=self.host_provider(server))
         if m.over:
             why = f"migration {m.id} is {m.status}: its hold was never released"
-            if server is not None and self._takes_back(server, held):
-                fix = f"tally heal --instance {server.id} --apply"  # takes this hold back
-            else:
-                fix = self._free(held)
-            return Finding(consumer, STALE_MIGRATION, held, why, fix=fix, **common)
+            back = server is not None and self._takes_back(server, held)
+            fix = f"tally heal --instance {m.server} --apply" if back else self._free(held)
+            return Finding(consumer, STALE_MIGRATION, held, why, fix=fix, taken_back=back, **common)
         age = self.now - m.updated_at if m.updated_at else None
         if age is not None and age > self.stuck_after:
             why = f"migration {m.id} ({m.kind or 'move'}) {m.status} for {_duration(age)}"
@@ -250,7 +248,7 @@ class _Judge:
     def _consumer_type(self, consumer: str) -> str | None:
         if not self.placement.at_least("1.38"):
             return None
-        return self.placement.consumer_allocations(consumer).get("consumer_type")
+        return self.books.consumer(self.placement, consumer).get("consumer_type")
 
     def _matched_migration(self, consumer: str, held: Allocations) -> Any:
         return matched_migration(self.cloud, self.books, self.placement, consumer, held)
@@ -307,7 +305,7 @@ def removable(report: Audit, finding: Finding) -> bool:
     if finding.kind == ORPHAN:
         return True
     if finding.kind == STALE_MIGRATION:  # unless heal takes it back for its server
-        return not (finding.fix or "").startswith("tally heal")
+        return not finding.taken_back
     if finding.kind in (DOUBLE_ALLOCATION, LEAKED_HOST):
         return bool(_freed_part(report, finding))
     return False

@@ -87,6 +87,17 @@ class Books:
     providers: dict[str, dict[str, Any]]  # uuid -> {name, root}
     sharing: set[str]
     holdings: dict[str, Allocations]  # consumer -> its allocations
+    records: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    def consumer(self, placement: PlacementClient, uuid: str) -> dict[str, Any]:
+        """`GET /allocations/{uuid}` (owner, type, generation), read once per audit."""
+        if uuid not in self.records:
+            self.records[uuid] = placement.consumer_allocations(uuid)
+        return self.records[uuid]
+
+    def holdings_of(self, placement: PlacementClient, uuid: str) -> Allocations:
+        """A consumer's whole allocations, from its record."""
+        return held(self.consumer(placement, uuid).get("allocations") or {})
 
     def name(self, rp: str) -> str:
         return (self.providers.get(rp) or {}).get("name") or rp
@@ -119,7 +130,7 @@ def matched_migration(
     when exactly one move fits."""
     if any(m.uuid for m in cloud.migrations) or consumer in cloud.servers:
         return None
-    found = placement.consumer_allocations(consumer)
+    found = books.consumer(placement, consumer)
     if found.get("consumer_type") not in ("MIGRATION", None):
         return None
     owner = (found.get("project_id"), found.get("user_id"))
@@ -273,13 +284,10 @@ def read_books(
             consumers.append(consumer)
         if progress and provider is None:
             progress(n, len(scanned))
+    books = Books(providers, sharing, holdings)
     if provider is not None:
         for n, consumer in enumerate(consumers, 1):
-            holdings[consumer] = consumer_holdings(placement, consumer)
+            holdings[consumer] = books.holdings_of(placement, consumer)
             if progress:
                 progress(n, len(consumers))
-    return Books(providers, sharing, holdings)
-
-
-def consumer_holdings(placement: PlacementClient, consumer: str) -> Allocations:
-    return held(placement.consumer_allocations(consumer)["allocations"])
+    return books

@@ -275,11 +275,7 @@ class _Planner:
 
     def _stale_hold(self, finding: audits.Finding) -> str | None:
         for f in self.report.consumers:
-            if (
-                f.kind == audits.STALE_MIGRATION
-                and f.server == finding.server
-                and ((f.fix or "").startswith("tally heal"))
-            ):
+            if f.kind == audits.STALE_MIGRATION and f.server == finding.server and f.taken_back:
                 return f.consumer_uuid
         return None
 
