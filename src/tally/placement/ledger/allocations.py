@@ -96,6 +96,7 @@ def for_consumer(engine: sa.Engine, consumer_uuid: str) -> ConsumerAllocations:
             .join(c, c.c.uuid == a.c.consumer_id)
         )
         .where(a.c.consumer_id == consumer_uuid)
+        .order_by(a.c.id)  # as written: the same order on every backend
     )
     with transaction(engine) as conn:
         rows = conn.execute(query).all()
@@ -139,6 +140,7 @@ def for_provider(engine: sa.Engine, provider_uuid: str) -> ProviderAllocations:
                 )
             )
             .where(a.c.resource_provider_id == provider.id)
+            .order_by(a.c.id)  # as written: the same order on every backend
         ).all()
     result = ProviderAllocations(
         generation=provider.generation, allocations={}, last_modified=_newest(rows)
