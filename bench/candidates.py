@@ -17,6 +17,11 @@ candidate sets are the same.
       --compare ../shared/tools/perf/results/upstream-16.0.0-sqlite-1x1-n10000.json
   .venv/bin/python bench/candidates.py --database-url postgresql+psycopg://u@h/db
       (an empty database, or one this script filled for the same --n and --seed)
+  .venv/bin/python bench/candidates.py --n 50000 -k 3     # how the cost grows
+  .venv/bin/python bench/candidates.py --setting candidates_index_max_mb=0  # no index
+
+It also prints the time the worker's in-memory index took to load and the memory
+(RSS) it added.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from tally.db import schema as t
 from tally.db.engine import make_engine
 from tally.placement.app import create_app
 from tally.placement.ledger.bootstrap import prepare_database
+from tally.placement.ledger.candidates.index import rss_mb
 
 PERF = Path(__file__).resolve().parents[2] / "shared" / "tools" / "perf"
 
@@ -188,6 +194,18 @@ def main(argv: list[str] | None = None) -> int:
     client = falcon.testing.TestClient(
         app, headers={"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
     )
+    index = app._router.find("/allocation_candidates")[0].index
+    rss_before = rss_mb()
+    started = time.perf_counter()
+    client.simulate_get("/allocation_candidates?resources=VCPU:1&limit=1")  # loads the index
+    if index is not None and index.enabled:
+        print(
+            f"# index: loaded in {time.perf_counter() - started:.2f}s, "
+            f"RSS {rss_mb():.0f} MiB ({rss_mb() - rss_before:+.0f} MiB for the index)",
+            flush=True,
+        )
+    else:
+        print("# index: off (searching the database)", flush=True)
     gen = loadgen.LoadGen.__new__(loadgen.LoadGen)
     gen.topo, gen.mv = topo, (1, 39)
     gen.a = argparse.Namespace(queries=a.queries)
@@ -227,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
                 same = "count ok" if up.get("candidates") == cands else "COUNT DIFFERS"
             line += f" {up.get('p50_ms', 0):12.0f}  {same} ({up.get('candidates')})"
         print(line, flush=True)
+    print(f"# RSS at the end: {rss_mb():.0f} MiB", flush=True)
     return 0
 
 

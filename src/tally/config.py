@@ -156,6 +156,28 @@ SETTINGS: tuple[Setting, ...] = (
         "TALLY_ALLOCATION_CONFLICT_RETRY_COUNT",
         ("placement", "allocation_conflict_retry_count"),
     ),
+    Setting(
+        "history",
+        True,
+        "Record every change of allocations, inventories, providers, traits and aggregates "
+        "in the claim history (`GET /tally/v1/history`, `tally history`), in the write's "
+        "own transaction, with the request id, global request id, user and project.",
+        "TALLY_HISTORY",
+    ),
+    Setting(
+        "history_keep_days",
+        90,
+        "Claim history older than this many days is pruned (in small batches, in a thread "
+        "of its own, never inside a write); 0: no age limit.",
+        "TALLY_HISTORY_KEEP_DAYS",
+    ),
+    Setting(
+        "history_keep_rows",
+        1000000,
+        "At most this many claim history rows are kept (the newest; pruned as for "
+        "`history_keep_days`); 0: no limit.",
+        "TALLY_HISTORY_KEEP_ROWS",
+    ),
     Setting("host", "127.0.0.1", "Address `tally serve` listens on.", "TALLY_HOST"),
     Setting("port", 8778, "Port `tally serve` listens on.", "TALLY_PORT"),
     Setting(
@@ -189,6 +211,21 @@ SETTINGS: tuple[Setting, ...] = (
         "TALLY_METRICS_MAX_PROVIDERS",
     ),
     Setting(
+        "capacity_shapes",
+        (),
+        "Shapes whose count of how many more fit `GET /metrics` reports (as `tally "
+        "capacity`), comma-separated: `flavor:NAME` (a flavor of the lab compute) or "
+        "classes joined by `+`, like `VCPU=4+MEMORY_MB=8192`; empty: none.",
+        "TALLY_CAPACITY_SHAPES",
+    ),
+    Setting(
+        "capacity_cache_seconds",
+        5,
+        "Seconds a worker reuses the counts of `capacity_shapes` between scrapes; 0: "
+        "count on every scrape.",
+        "TALLY_CAPACITY_CACHE_SECONDS",
+    ),
+    Setting(
         "max_body_bytes",
         1048576,
         "Largest request body accepted; larger bodies get 413.",
@@ -218,6 +255,14 @@ SETTINGS: tuple[Setting, ...] = (
         "TALLY_ALLOCATION_CANDIDATES_GENERATION_STRATEGY",
         ("placement", "allocation_candidates_generation_strategy"),
         ("depth-first", "breadth-first"),
+    ),
+    Setting(
+        "candidates_index_max_mb",
+        2048,
+        "Most memory (MiB) the in-memory allocation candidates index of one worker may "
+        "take; past it the worker searches the database instead (a log line says so). "
+        "0: no index.",
+        "TALLY_CANDIDATES_INDEX_MAX_MB",
     ),
     Setting(
         "randomize_allocation_candidates",

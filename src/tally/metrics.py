@@ -5,7 +5,8 @@ latency (tally.placement.middleware); claims accepted, refused for capacity, ref
 for a generation (`PUT /allocations/{consumer_uuid}`, `POST /allocations`); capacity
 guard refusals per resource class; database transactions run again after a deadlock
 or a race (tally.db.engine). Read when scraped: capacity, reserved and used per
-provider and class, of at most `metrics_max_providers` providers.
+provider and class, of at most `metrics_max_providers` providers; and how many more
+of each shape of `capacity_shapes` fit (tally.capacity_gauges), in all and per host.
 
 Several worker processes share their counts through prometheus_client's multiprocess
 mode: `tally serve` makes a directory of its own under /tmp and names it in
@@ -110,8 +111,12 @@ def database_retry() -> None:
     _get()["retries"].inc()
 
 
-def render(provider_sample: Callable[[], Iterable[tuple[str, str, int, int, int]]]) -> bytes:
-    """The text exposition: every process's counts, and the provider gauges."""
+def render(
+    provider_sample: Callable[[], Iterable[tuple[str, str, int, int, int]]],
+    capacity_sample: Callable[[], Iterable[Any]] = list,
+) -> bytes:
+    """The text exposition: every process's counts, and the gauges read now, in this
+    process only (never written to the multiprocess files, so never summed)."""
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.core import GaugeMetricFamily
 
@@ -139,7 +144,25 @@ def render(provider_sample: Callable[[], Iterable[tuple[str, str, int, int, int]
                 family.add_metric([uuid, rc], amount)
         return families
 
+    def capacity() -> Iterable[Any]:
+        total = GaugeMetricFamily(
+            "tally_capacity_fits",
+            "How many more of a shape of capacity_shapes fit (read when scraped).",
+            labels=["shape"],
+        )
+        per_host = GaugeMetricFamily(
+            "tally_capacity_fits_provider",
+            "How many more of a shape of capacity_shapes fit on a host provider.",
+            labels=["shape", "provider", "name"],
+        )
+        for count in capacity_sample():
+            total.add_metric([count.shape], count.total)
+            for uuid, name, fits in count.providers:
+                per_host.add_metric([count.shape, uuid, name], fits)
+        return [total, per_host]
+
     registry.register(_Yield(providers))
+    registry.register(_Yield(capacity))
     return generate_latest(registry)
 
 
@@ -149,10 +172,22 @@ class _Yield:
 
 
 class MetricsApp:
-    """`/metrics`: the exposition to an admin, 403 to anyone else."""
+    """`/metrics`: the exposition to an admin, 403 to anyone else. The provider
+    gauges come from `provider_sample(engine, max_providers)` (the Placement
+    ledger's, passed in by the server: this module sits below the database layer,
+    which counts its retries here, so it imports nothing of Placement); the capacity
+    gauges from `capacity_sample()` (a tally.capacity_gauges.CapacityGauges)."""
 
-    def __init__(self, engine: Any, settings: Any, is_admin: Callable[[dict], bool]) -> None:
+    def __init__(
+        self,
+        engine: Any,
+        settings: Any,
+        is_admin: Callable[[dict], bool],
+        provider_sample: Callable[[Any, int], list[tuple[str, str, int, int, int]]],
+        capacity_sample: Callable[[], Iterable[Any]] = list,
+    ) -> None:
         self.engine, self.settings, self.is_admin = engine, settings, is_admin
+        self.provider_sample, self.capacity_sample = provider_sample, capacity_sample
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
@@ -162,7 +197,7 @@ class MetricsApp:
             body = b"Only an admin token may read /metrics.\n"
             start_response("403 Forbidden", [("Content-Type", "text/plain")])
             return [body]
-        data = render(self.sample)
+        data = render(self.sample, self.capacity_sample)
         start_response(
             "200 OK", [("Content-Type", CONTENT_TYPE), ("Content-Length", str(len(data)))]
         )
@@ -172,6 +207,4 @@ class MetricsApp:
         limit = self.settings.metrics_max_providers
         if limit <= 0:
             return []
-        from tally.placement.ledger.usages import sample
-
-        return sample(self.engine, limit)
+        return self.provider_sample(self.engine, limit)

@@ -1,5 +1,6 @@
 """What `tally serve` serves, composed in one place: Placement at / and under
-/placement, `/healthcheck` (tally.health) and `/metrics` (tally.metrics); with the
+/placement, `/healthcheck` (tally.health), `/metrics` (tally.metrics) and the
+operator page at `/tally/ui` (tally.ui: read-only, admin only); with the
 lab on, the lab compute API under /compute (v2.1) and the lab identity under /identity
 (v3).
 
@@ -26,6 +27,7 @@ from tally.edge import NOAUTH_PROTOCOL, StripClientIdentity, UnsafeSettings, is_
 log = logging.getLogger("tally")
 WSGIApp = Callable[[dict[str, Any], Callable], Iterable[bytes]]
 SERVICE_USER = ("nova", "service", "admin,service")  # the lab compute, toward Placement
+UI = "/tally/ui"  # the operator page (tally.ui)
 
 
 def lab_enabled(settings: Settings) -> bool:
@@ -98,18 +100,29 @@ def check_auth(settings: Settings) -> None:
 
 
 def _compose(settings: Settings, engine: sa.Engine) -> Server:
+    from tally.capacity_gauges import CapacityGauges, in_process_compute
     from tally.health import Healthcheck, is_admin
     from tally.metrics import MetricsApp
     from tally.placement.app import create_app as placement_app
+    from tally.placement.ledger.usages import sample as provider_sample
+    from tally.ui.app import create_app as ui_app
+    from tally.ui.seams import in_process_client
 
     placement = placement_app(settings, engine)
+    ui: WSGIApp = ui_app(settings, engine)
     health: WSGIApp = Healthcheck(engine, settings.auth_strategy)
+    gauges = CapacityGauges(settings, in_process_client(settings, engine))
     metrics: WSGIApp = MetricsApp(
-        engine, settings, lambda env: is_admin(env, settings.auth_strategy)
+        engine,
+        settings,
+        lambda env: is_admin(env, settings.auth_strategy),
+        provider_sample,
+        gauges,
     )
     if not lab_enabled(settings):
         return Server(
-            placement, {"/placement": placement, "/healthcheck": health, "/metrics": metrics}
+            placement,
+            {"/placement": placement, "/healthcheck": health, "/metrics": metrics, UI: ui},
         )
 
     from tally.clients.placement import PlacementClient
@@ -131,11 +144,13 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
         )
     report = ReportClient(client)
     compute = compute_app(settings, engine, report)
+    gauges.compute = in_process_compute(compute, settings.lab_compute_max_version)
     mounts: dict[str, WSGIApp] = {
         "/compute": compute,
         "/placement": placement,
         "/healthcheck": health,
         "/metrics": metrics,
+        UI: ui,
     }
     root: WSGIApp = placement
     if settings.auth_strategy in ("noauth", "lab"):
@@ -148,6 +163,7 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
             "/placement": root,
             "/healthcheck": TokenFilter(health, tokens, strict),
             "/metrics": TokenFilter(metrics, tokens, strict),
+            UI: TokenFilter(ui, tokens, strict),
         }
     server = Server(root, mounts)
     server.lab = Lab(engine=engine, settings=settings, placement=report)
@@ -177,7 +193,11 @@ def _edge(settings: Settings, server: Server) -> Server:
     else:
         keep = NOAUTH_PROTOCOL if settings.auth_strategy == "noauth" else frozenset()
         front = StripClientIdentity(server, keep)
-    wrapped = Server(front, {})
+    from tally.ui.auth import CookieToken
+
+    # The page's token cookie becomes x-auth-token before anything checks tokens
+    # (under /tally/ui only: the Placement API never takes a cookie).
+    wrapped = Server(CookieToken(front), {})
     wrapped.lab, wrapped.placement_client = server.lab, server.placement_client
     return wrapped
 
@@ -227,11 +247,13 @@ class Ticker(threading.Thread):
         self.stopped = threading.Event()
 
     def run(self) -> None:
+        from tally.clients.http import global_request_id, new_request_id
         from tally.compute.ops.lab import tick
 
         while not self.stopped.wait(self.interval):
-            try:
-                tick(self.lab)
+            try:  # each beat's calls to Placement under a request id, as nova-compute's
+                with global_request_id(new_request_id()):
+                    tick(self.lab)
             except Exception:  # the clock keeps going; the next beat retries
                 log.exception("lab tick failed")
 

@@ -41,6 +41,9 @@ from tally.placement.faults import server_error_document
 
 log = logging.getLogger("tally.serving")
 request_log = logging.getLogger("tally.requestlog")
+# "Task queue depth is N": requests waiting for one of the threads, which is how the
+# I/O loop is meant to absorb bursts; a warning per request under load is noise.
+logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 
 WSGIApp = Callable[[dict[str, Any], Callable], Iterable[bytes]]
 GRACE_SECONDS = 10  # a stopping worker finishes its requests for this long, then is killed

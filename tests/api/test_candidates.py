@@ -317,3 +317,14 @@ def test_randomized_limit_is_a_sample_of_the_full_set(wide, api):
     sample = get(api(randomize_allocation_candidates=True), "resources=VGPU:1&limit=4")
     assert len(sample["allocation_requests"]) == 4
     assert all(r in everything for r in sample["allocation_requests"])
+
+
+def test_randomized_limit_draws_from_every_tree_and_summarizes_only_its_own(wide, api):
+    client = api(randomize_allocation_candidates=True)
+    seen: set[str] = set()
+    for _ in range(40):  # a tree missed 40 times in a row: (2/3)^40, never
+        body = get(client, "resources=VGPU:1&limit=1")
+        assert len(body["allocation_requests"]) == 1
+        assert len(body["provider_summaries"]) == 4  # the chosen tree only
+        seen |= set(roots_of(wide, body))
+    assert seen == {"0", "1", "2"}

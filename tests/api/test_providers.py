@@ -341,6 +341,28 @@ def test_list_by_resources_is_capacity_aware(api, rp, engine):
     assert found("MEMORY_MB:1") == []
 
 
+def test_list_by_resources_sums_usage_per_class(api, rp, engine):
+    host = rp("host")
+    add_inventory(engine, host, "VCPU", 8)
+    add_inventory(engine, host, "MEMORY_MB", 1024)
+    for _ in range(3):  # three consumers: 6 of 8 VCPU used
+        add_allocation(engine, host, "VCPU", 2)
+    add_allocation(engine, host, "MEMORY_MB", 512)
+    leftover = rp("leftover")  # allocations of a class it has no inventory of (any more)
+    add_inventory(engine, leftover, "MEMORY_MB", 4096)
+    add_allocation(engine, leftover, "VCPU", 1)
+
+    def found(resources: str) -> list[str]:
+        return names(api().simulate_get(f"/resource_providers?resources={resources}"))
+
+    assert found("VCPU:2") == ["host"]
+    assert found("VCPU:3") == []
+    assert found("VCPU:2,MEMORY_MB:512") == ["host"]
+    assert found("VCPU:2,MEMORY_MB:513") == []
+    assert found("MEMORY_MB:512") == ["host", "leftover"]
+    assert found("MEMORY_MB:513") == ["leftover"]
+
+
 @pytest.mark.parametrize(
     ("value", "words"),
     [

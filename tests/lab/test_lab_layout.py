@@ -25,7 +25,7 @@ def test_modules_stay_small():
 
 
 def test_migration_0002_matches_the_lab_tables(sqlite_engine):
-    assert migrate.head_revision() == "0002"
+    assert migrate.head_revision() >= "0002"  # later migrations add other tables
     with sqlite_engine.connect() as conn:
         tables = set(sa.inspect(conn).get_table_names())
         diff = compare_metadata(MigrationContext.configure(conn), metadata)

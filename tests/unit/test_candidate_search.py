@@ -14,7 +14,8 @@ import pytest
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.placement.ledger.candidates import Options, parse_query, search_in
+from tally.placement.candidate_query import parse_query
+from tally.placement.ledger.candidates import Index, Options, find_candidates, search_in
 from tally.placement.ledger.candidates import request as rq
 from tally.placement.ledger.errors import BadRequest
 
@@ -26,8 +27,9 @@ def uuid_of(name: str) -> str:
 class World:
     """Builder of providers, inventories, traits, aggregates and allocations."""
 
-    def __init__(self, engine: sa.Engine) -> None:
+    def __init__(self, engine: sa.Engine, source: str = "database") -> None:
         self.engine = engine
+        self.source = source  # "database" (Snapshot) or "index" (in memory)
         self.ids: dict[str, int] = {}
         self.names: dict[str, str] = {}  # uuid -> name
         with engine.connect() as conn:
@@ -140,6 +142,8 @@ class World:
                 value = value.replace(f"%{name}", uuid_of(name))
             params.setdefault(key, []).append(value)
         request = parse_query(params, version)
+        if self.source == "index":  # a fresh index: loaded whole from the tables
+            return find_candidates(self.engine, request, Options(**options), Index())
         with self.engine.connect() as conn:
             return search_in(conn, request, Options(**options))
 
@@ -164,9 +168,9 @@ def cands(*groups: str) -> list[frozenset[str]]:
     return sorted((frozenset(g.split()) for g in groups), key=lambda c: sorted(c))
 
 
-@pytest.fixture
-def world(engine: sa.Engine) -> World:
-    return World(engine)
+@pytest.fixture(params=["database", "index"])
+def world(engine: sa.Engine, request: pytest.FixtureRequest) -> World:
+    return World(engine, request.param)
 
 
 # -- request parsing -------------------------------------------------------

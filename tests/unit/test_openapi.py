@@ -55,6 +55,7 @@ FIRST = {
     ("/allocation_candidates", "GET"): "1.10",
     ("/reshaper", "POST"): "1.30",
     ("/openapi.json", "GET"): "1.0",
+    ("/tally/v1/history", "GET"): "1.0",  # Tally's own: the same at every version
 }
 
 

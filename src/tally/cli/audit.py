@@ -20,6 +20,7 @@ from tally.cli.scripting import STUCK_AFTER, ScriptCommand, notes, summary
 from tally.doctor import audit as doctor
 
 COLUMNS = ("consumer", "class", "server", "host", "allocations", "reason", "fix", "action")
+COLUMNS += ("history",)  # when, and by which request, the hold was written
 FOUND, ALL_FIXED = 3, 4  # nova-manage placement audit's codes; 1 is an error
 
 
@@ -37,6 +38,7 @@ def rows(report: doctor.Audit, verbose: bool) -> list[dict[str, Any]]:
             "reason": f.reason,
             "fix": f.fix,
             "action": _action(report, writes.get(f.consumer_uuid)),
+            "history": f.history.as_dict() if f.history else None,
         }
         for f in shown
     ]
@@ -51,6 +53,7 @@ def rows(report: doctor.Audit, verbose: bool) -> list[dict[str, Any]]:
                 "reason": "a provider no compute service reports",
                 "fix": f"tally audit --provider {rp} --delete --apply",
                 "action": _action(report, writes.get(rp)),
+                "history": None,
             }
         )
     return found
@@ -111,7 +114,7 @@ def audit(
     out.rows(COLUMNS, rows(report, verbose))
     counts = ", ".join(f"{n} {kind}" for kind, n in report.counts().items() if n)
     summary(f"{len(report.consumers)} consumers: {counts or 'none'}")
-    notes(ctx.compute)
+    notes(ctx.compute, ctx.client)
     if any(w.error for w in report.writes):
         raise click.exceptions.Exit(1)
     if report.findings or report.leaked_providers:

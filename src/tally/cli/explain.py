@@ -48,11 +48,11 @@ def render(out: Output, found: Explanation) -> None:
         con.print(Text("The change would be accepted: capacity stays above what is used."))
         return
     render_check(out, found.check, plan_follows=True)
-    table = out.table(["consumer", "class", "holds here", "reason"])
+    table = out.table(["consumer", "class", "holds here", "reason", "written"])
     for h in found.holders:
-        table.add_row(
-            h.consumer, h.kind, ", ".join(f"{k}={v}" for k, v in h.held.items()), h.reason
-        )
+        held = ", ".join(f"{k}={v}" for k, v in h.held.items())
+        written = h.history.summary() if h.history else ""
+        table.add_row(h.consumer, h.kind, held, h.reason, written)
     con.print(Text("Who holds it, as the audit sees it:"))
     con.print(table)
     con.print(Text("The way out, in order (each step on the state the one before leaves):"))
@@ -92,7 +92,7 @@ def provider(
     retry = retry_command(uuid, resources)
     found = explain_change(ctx.client, ctx.compute, uuid, asked, retry, stuck_after)
     render(out, found)
-    notes(ctx.compute)
+    notes(ctx.compute, ctx.client)
     if found.refused:
         raise click.exceptions.Exit(1)
 

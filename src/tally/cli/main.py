@@ -9,11 +9,13 @@ import click
 from tally import DISTRIBUTION
 from tally.cli.audit import audit
 from tally.cli.candidate import allocation
+from tally.cli.capacity import capacity
 from tally.cli.context import connection_options, open_context
 from tally.cli.db import db
 from tally.cli.drain import drain
 from tally.cli.explain import explain
 from tally.cli.heal import heal
+from tally.cli.history import history
 from tally.cli.lab import lab
 from tally.cli.provider import provider
 from tally.cli.resource_class import resource
@@ -50,3 +52,5 @@ cli.add_command(audit)
 cli.add_command(explain)
 cli.add_command(heal)
 cli.add_command(drain)
+cli.add_command(history)
+cli.add_command(capacity)

@@ -59,7 +59,9 @@ def summary(text: str) -> None:
     click.echo(text, err=True)
 
 
-def notes(compute: Any) -> None:
-    """What an older compute API could not tell, once each."""
-    for note in getattr(compute, "notes", []):
-        summary(f"Note: {note}")
+def notes(*clients: Any) -> None:
+    """What an older compute API (or a Placement without the claim history) could
+    not tell, once each."""
+    for client in clients:
+        for note in getattr(client, "notes", []):
+            summary(f"Note: {note}")

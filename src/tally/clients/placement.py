@@ -31,6 +31,7 @@ CLIENT_MAX_VERSION = (1, 39)
 DEFAULT_URL = "http://127.0.0.1:8778"
 NOAUTH_ADMIN_TOKEN = "admin"
 USER_AGENT = "tally-placement-client"
+HISTORY_PATH = "/tally/v1/history"  # Tally's own API (upstream Placement has none)
 
 Params = Mapping[str, str | int | list[str] | None]
 
@@ -77,6 +78,12 @@ class PlacementClient:
         )
         self._asked = None if version in (None, "", "latest") else parse_version(version)
         self._version: tuple[int, int] | None = self._asked
+        self.notes: list[str] = []  # what this Placement could not tell, said once
+
+    def note(self, text: str) -> None:
+        """Say once (`tally.cli.scripting.notes` prints them) what could not be told."""
+        if text not in self.notes:
+            self.notes.append(text)
 
     # ------------------------------------------------------------ microversions
 
@@ -193,6 +200,12 @@ class PlacementClient:
         microversion, project_id/user_id (1.12), consumer_generation (1.28),
         consumer_type (1.38). Before 1.12 `allocations` is keyed the same way."""
         return self.get(f"/allocations/{consumer}")
+
+    def history(self, params: Params | None = None) -> dict[str, Any]:
+        """Tally's claim history, newest first: `{"history": [change, ...],
+        "next_marker": ...}` (query `consumer`, `provider`, `since`, `until`, `limit`,
+        `marker`). Admin only; a PlacementError 404 from a Placement without it."""
+        return self.get(HISTORY_PATH, params)
 
     def put_inventories(
         self, uuid: str, generation: int, inventories: Mapping[str, Mapping[str, Any]]

@@ -5,12 +5,14 @@ lab's token filter), and the error path in Nova's shape."""
 from __future__ import annotations
 
 import logging
+import re
 import time
 import uuid
 
 import falcon
 
 from tally.clients.errors import ClientError
+from tally.clients.http import GLOBAL_REQUEST_ID
 from tally.compute import microversion
 from tally.compute.context import Identity
 from tally.compute.errors import ComputeError, Forbidden, NotFound, Unauthorized
@@ -18,17 +20,30 @@ from tally.compute.errors import ComputeError, Forbidden, NotFound, Unauthorized
 request_log = logging.getLogger("tally.requestlog")
 log = logging.getLogger("tally.compute")
 VERSION_HEADERS = "OpenStack-API-Version, X-OpenStack-Nova-API-Version"
+GLOBAL_REQUEST_ID_FORM = re.compile(
+    r"^req-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$"
+)
 
 
 class RequestIdAndLog:
+    """A request id for each request; and, as Nova's context does, the global request
+    id its calls to Placement carry (`X-OpenStack-Request-ID`): the caller's, when it
+    sent one of the form `req-<uuid>`, else this request's own."""
+
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.request_id = f"req-{uuid.uuid4()}"
         req.context.started = time.monotonic()
         req.context.version = None
+        inbound = req.get_header("x-openstack-request-id") or ""
+        forwarded = inbound if GLOBAL_REQUEST_ID_FORM.match(inbound) else None
+        req.context.global_token = GLOBAL_REQUEST_ID.set(forwarded or req.context.request_id)
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, ok: bool
     ) -> None:
+        token = req.context.get("global_token")
+        if token is not None:
+            GLOBAL_REQUEST_ID.reset(token)
         resp.set_header("x-openstack-request-id", req.context.request_id)
         resp.set_header("x-compute-request-id", req.context.request_id)
         version = req.context.version

@@ -1,15 +1,16 @@
 """Tables of the lab cloud (SQLAlchemy Core): compute hosts (a service and its compute
 node in one row), flavors, servers and migrations, and the identity's signing key.
 
-They share `schema.metadata`, so Alembic sees them (migration 0002). The compute code
-reads and writes only these tables; Placement's are reached over its API, never here.
+They share `base.metadata` with Placement's tables, so Alembic sees them (migration
+0002). The compute code reads and writes only these tables (and loads no other: this
+module imports nothing of `schema`); Placement's are reached over its API, never here.
 """
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 
-from tally.db.schema import metadata, timestamps
+from tally.db.base import metadata, timestamps
 
 compute_hosts = sa.Table(
     "compute_hosts",

@@ -27,6 +27,8 @@ from tally.db import probe
 LOG = logging.getLogger(__name__)
 WRITE = "tally_write"
 T = TypeVar("T")
+N = TypeVar("N")
+_NOTES = "tally.notes"
 
 # Transactions the database aborted to resolve a race: run them again.
 _RETRIABLE_PGCODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
@@ -113,8 +115,32 @@ def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connectio
     with engine.connect() as conn:
         if write:
             conn = conn.execution_options(**{WRITE: True})
-        with conn.begin():
-            yield conn
+        conn.info.pop(_NOTES, None)  # (the info of a pooled connection outlives us)
+        try:
+            with conn.begin():
+                yield conn
+                notes = conn.info.pop(_NOTES, {})
+                for _, noted, flush in sorted(notes.values(), key=lambda entry: entry[0]):
+                    flush(conn, noted)
+        finally:
+            conn.info.pop(_NOTES, None)
+
+
+def notes(
+    conn: sa.Connection,
+    key: str,
+    make: Callable[[], N],
+    flush: Callable[[sa.Connection, N], object],
+    order: int = 0,
+) -> N:
+    """What the module `key` noted so far in this transaction (`make()` the first
+    time); `flush(conn, notes)` runs inside the transaction just before it commits,
+    after the flushes of lower `order`. Nothing noted outlives a rollback. (The
+    ledger journal and the claim history keep their notes here.)"""
+    kept = conn.info.setdefault(_NOTES, {})
+    if key not in kept:
+        kept[key] = (order, make(), flush)
+    return kept[key][1]
 
 
 def run_retrying(

@@ -68,6 +68,7 @@ def import_from(
                     _refuse_nonempty(tconn, dst)
                     transfer.write_tally(tconn, books, progress)
                     report = _checked(verify.compare(sconn, "upstream", tconn, "tally"))
+                analyze(engine)
             finally:
                 engine.dispose()
     report.notes.extend(books.notes)
@@ -231,6 +232,17 @@ def snapshot(engine: sa.Engine) -> Iterator[sa.Connection]:
             yield conn
     finally:
         engine.dispose()
+
+
+def analyze(engine: sa.Engine) -> None:
+    """Statistics for the planner right after a bulk load, instead of whenever
+    autovacuum comes round to it (PostgreSQL only: ANALYZE samples at most
+    30,000 rows a table, so this costs well under a second at 10,000
+    providers). SQLite's plans are made without statistics on purpose, and
+    InnoDB recomputes its own once a tenth of a table has changed."""
+    if engine.dialect.name == "postgresql":
+        with engine.begin() as conn:
+            conn.exec_driver_sql("ANALYZE")
 
 
 def _writer(url: sa.URL) -> sa.Engine:

@@ -8,17 +8,12 @@ two never collide and a standard class keeps its id across releases.
 from __future__ import annotations
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql
 
-metadata = sa.MetaData()
+# `metadata` (shared with the lab's tables, `compute_schema`) is read from here too.
+from tally.db.base import metadata, timestamps
 
 CUSTOM_RC_START_ID = 10000
-
-
-def timestamps() -> list[sa.Column]:
-    return [
-        sa.Column("created_at", sa.DateTime, nullable=True),
-        sa.Column("updated_at", sa.DateTime, nullable=True),
-    ]
 
 
 resource_classes = sa.Table(
@@ -120,4 +115,58 @@ resource_provider_aggregates = sa.Table(
     sa.Column("resource_provider_id", sa.Integer, primary_key=True),
     sa.Column("aggregate_id", sa.Integer, primary_key=True, index=True),
     *timestamps(),
+)
+
+# The ledger journal: which providers each write transaction changed, so every
+# worker's in-memory candidates index can catch up (tally.db.journal).
+ledger_version = sa.Table(
+    "tally_ledger_version",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),  # one row, id 1
+    sa.Column("version", sa.BigInteger, nullable=False),
+)
+
+ledger_changes = sa.Table(
+    "tally_ledger_changes",
+    metadata,
+    sa.Column("version", sa.BigInteger, primary_key=True, autoincrement=False),
+    # a provider id; 0: names (classes, traits) changed; -1: reload everything
+    sa.Column("provider_id", sa.Integer, primary_key=True, autoincrement=False),
+)
+
+# The claim history (tally.db.history): one row per change a write made (an allocation,
+# an inventory, a provider created, re-parented or deleted, a provider's traits or
+# aggregates), written in that write's transaction; pruned by age and count. Narrow:
+# the keys the API filters on are columns (indexed with `id`, the order of the rows),
+# the rest of a change is the JSON `detail`.
+_ID = sa.BigInteger().with_variant(sa.Integer(), "sqlite")  # SQLite: the rowid
+_MICROSECONDS = sa.DateTime().with_variant(mysql.DATETIME(fsp=6), "mysql", "mariadb")
+
+history = sa.Table(
+    "tally_history",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column("created_at", _MICROSECONDS, nullable=False),
+    sa.Column("action", sa.String(32), nullable=False),
+    # who asked: the request, the caller's global request id (Nova's), user and project
+    sa.Column("request_id", sa.String(64), nullable=True),
+    sa.Column("global_request_id", sa.String(64), nullable=True),
+    sa.Column("user_id", sa.String(255), nullable=True),
+    sa.Column("project_id", sa.String(255), nullable=True),
+    # what changed
+    sa.Column("consumer_uuid", sa.String(36), nullable=True),
+    sa.Column("consumer_project_id", sa.String(255), nullable=True),
+    sa.Column("consumer_user_id", sa.String(255), nullable=True),
+    sa.Column("consumer_type", sa.String(255), nullable=True),
+    sa.Column("consumer_generation", sa.Integer, nullable=True),
+    sa.Column("provider_uuid", sa.String(36), nullable=True),
+    sa.Column("provider_generation", sa.Integer, nullable=True),
+    sa.Column("resource_class", sa.String(255), nullable=True),
+    sa.Column("amount_before", sa.BigInteger, nullable=True),
+    sa.Column("amount_after", sa.BigInteger, nullable=True),
+    sa.Column("detail", sa.Text, nullable=True),
+    sa.Index("tally_history_consumer_idx", "consumer_uuid", "id"),
+    sa.Index("tally_history_provider_idx", "provider_uuid", "id"),
+    # No index on created_at: ids grow with time, so pruning the oldest reads from the
+    # start of the table, and a time range is read along an index above (or by id).
 )

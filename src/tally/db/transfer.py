@@ -21,8 +21,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tally.db import journal, upstream
 from tally.db import schema as tally
-from tally.db import upstream
 
 # progress(table, rows done, rows in all)
 Progress = Callable[[str, int, int], None]
@@ -235,6 +235,7 @@ def write_tally(conn: sa.Connection, books: Books, progress: Progress) -> None:
     for name in ("consumer_types", "consumers", "allocations"):
         _insert(conn, getattr(t, name), rows[name], progress)
     fix_sequences(conn, [getattr(t, name) for name in TABLES])
+    journal.touch_everything(conn)  # running workers reload their candidates index
 
 
 def write_upstream(conn: sa.Connection, books: Books, progress: Progress) -> None:

@@ -42,6 +42,7 @@ from tally.doctor.cloud import (
     read_books,
     read_cloud,
 )
+from tally.doctor.history import Histories, Trace
 
 LIVE, MIGRATING, STUCK = "live", "migrating", "stuck-migration"
 ORPHAN, STALE_MIGRATION = "orphan", "stale-migration"
@@ -67,6 +68,7 @@ class Finding:
     migration_id: int | str | None = None  # the compute API's id of the move
     fix: str | None = None  # the command that resolves it
     taken_back: bool = False  # a stale hold heal gives back to its server (not freed)
+    history: Trace | None = None  # when, and by which request, its hold was written
 
     @property
     def problem(self) -> bool:
@@ -132,6 +134,7 @@ def audit(
             if held := books.holdings_of(placement, server):
                 books.holdings[server] = held
     found = [judge.consumer(c, a) for c, a in sorted(books.holdings.items())]
+    found = traced(Histories(placement), found)
     for server in cloud.servers.values():
         if server.id in books.holdings or not server.host or server.status in NOTHING_HELD:
             continue
@@ -141,6 +144,17 @@ def audit(
     in_use = {books.root(rp) for held in books.holdings.values() for rp in held}
     leaked = sorted(r for r in in_use if r in books.providers and not judge.reported(r))
     return Audit(tuple(found), books, cloud, tuple(leaked), provider)
+
+
+def traced(histories: Histories, found: list[Finding]) -> list[Finding]:
+    """Each finding that holds something, with when and by which request its hold
+    was written (the claim history, where the Placement keeps one)."""
+    return [
+        dataclasses.replace(f, history=histories.trace(f.consumer_uuid, f.allocations))
+        if f.problem and f.allocations
+        else f
+        for f in found
+    ]
 
 
 class _Judge:

@@ -33,6 +33,7 @@ from tally.clients.placement import PlacementClient
 from tally.doctor import audit as audits
 from tally.doctor.cloud import flavor_of
 from tally.doctor.heal import flavor_resources
+from tally.doctor.history import Histories, Trace
 from tally.doctor.inventory_check import InventoryCheck, check_change, largest_safe_reserved
 
 RESERVED_WARNING = (
@@ -50,6 +51,7 @@ class Holder:
     held: dict[str, int]  # class -> amount on this provider
     reason: str
     server: str | None = None
+    history: Trace | None = None  # when, and by which request, its hold here was written
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,6 +103,7 @@ def explain_change(
         return Explanation(check)
     report = audits.audit(placement, compute, provider=provider, stuck_after=stuck_after)
     refused = {c.resource_class for c in check.refused}
+    histories = Histories(placement)
     holders = tuple(
         Holder(
             f.consumer_uuid,
@@ -108,6 +111,7 @@ def explain_change(
             {rc: n for rc, n in f.allocations.get(provider, {}).items() if rc in refused},
             f.reason,
             f.server,
+            histories.trace(f.consumer_uuid, (provider,)),
         )
         for f in report.consumers
         if set(f.allocations.get(provider, {})) & refused

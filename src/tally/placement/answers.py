@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tally.placement.handlers import candidates, providers
+from tally.placement.ledger import history
 from tally.placement.schemas import aggregates as aggregate_schemas
 from tally.placement.schemas import inventories as inventory_schemas
 
@@ -64,6 +65,30 @@ VERSIONS = obj(
     versions=array(obj(id=STR, max_version=STR, min_version=STR, status=STR, links=LINKS))
 )
 OPENAPI: Schema = {"type": "object", "required": ["openapi", "info", "paths"]}
+_TEXT_OR_NULL: Schema = {"type": ["string", "null"]}
+_INT_OR_NULL: Schema = {"type": ["integer", "null"]}
+# GET /tally/v1/history (Tally's own API): one change each, newest first.
+HISTORY_ENTRY = obj(
+    id=INT,
+    time=STR,
+    action={"type": "string", "enum": list(history.ACTIONS)},
+    request_id=_TEXT_OR_NULL,
+    global_request_id=_TEXT_OR_NULL,
+    user_id=_TEXT_OR_NULL,
+    project_id=_TEXT_OR_NULL,
+    consumer=_TEXT_OR_NULL,
+    consumer_project_id=_TEXT_OR_NULL,
+    consumer_user_id=_TEXT_OR_NULL,
+    consumer_type=_TEXT_OR_NULL,
+    consumer_generation=_INT_OR_NULL,
+    provider=_TEXT_OR_NULL,
+    provider_generation=_INT_OR_NULL,
+    resource_class=_TEXT_OR_NULL,
+    before=_INT_OR_NULL,
+    after=_INT_OR_NULL,
+    detail={"type": ["object", "null"]},
+)
+HISTORY = obj(history=array(HISTORY_ENTRY), next_marker=_TEXT_OR_NULL)
 
 
 def provider(v: Version) -> Schema:

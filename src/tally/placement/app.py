@@ -14,6 +14,7 @@ from tally.placement.handlers import (
     aggregates,
     allocations,
     candidates,
+    history,
     inventories,
     providers,
     reshaper,
@@ -23,6 +24,7 @@ from tally.placement.handlers import (
     usages,
 )
 from tally.placement.ledger.errors import TallyError
+from tally.placement.ledger.history import Pruner
 
 # (path, resource factory), in the order of the Placement API reference.
 ROUTES = (
@@ -46,6 +48,8 @@ ROUTES = (
     ("/reshaper", reshaper.Reshaper),
     # Beyond the API reference: the API itself, as OpenAPI 3.1 (per microversion).
     (openapi.PATH, openapi.Document),
+    # Tally's own API, under /tally/ (outside Placement's namespace): the claim history.
+    (history.PATH, history.History),
 )
 
 
@@ -63,6 +67,7 @@ def create_app(settings: Settings, engine: sa.Engine | None = None) -> falcon.Ap
             _identity_middleware(settings),
             middleware.Authorize(policy.Policy(settings)),
             middleware.InputDomain(),
+            _history_scope(settings, engine),
         ],
         cors_enable=False,
     )
@@ -85,6 +90,12 @@ def _resource(factory: type, service: Service) -> object:
     if factory is openapi.Document:
         return factory(ROUTES)
     return factory(service)
+
+
+def _history_scope(settings: Settings, engine: sa.Engine) -> middleware.HistoryScope:
+    """Who each request's writes are recorded for, and the history's pruning."""
+    pruner = Pruner(engine, settings.history_keep_days, settings.history_keep_rows)
+    return middleware.HistoryScope(settings.history, pruner)
 
 
 def _identity_middleware(settings: Settings) -> object:

@@ -19,6 +19,7 @@ import falcon
 from tally import metrics
 from tally.placement import microversion, policy
 from tally.placement.context import Identity
+from tally.placement.ledger import history
 from tally.placement.ledger.errors import (
     BadRequest,
     MethodNotAllowed,
@@ -92,6 +93,42 @@ class RequestIdAndLog:
             time.monotonic() - req.context.started,
             req.context.get("error"),
         )
+
+
+class HistoryScope:
+    """Who the writes of this request are done for, as the claim history records
+    them (`ledger.history.CALLER`, read in the write's transaction): the request id,
+    the caller's global request id, user and project, and whether the history is on.
+    Set once routing found the resource (the identity is known by then), and put
+    back after the answer; a write request then pokes the history's pruner."""
+
+    WRITES = frozenset({"PUT", "POST", "DELETE", "PATCH"})
+
+    def __init__(self, record: bool, pruner: history.Pruner | None = None) -> None:
+        self.record = record
+        self.pruner = pruner
+
+    def process_resource(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict
+    ) -> None:
+        identity = getattr(req.context, "identity", None)
+        caller = history.Caller(
+            req.context.request_id,
+            req.context.global_request_id,
+            identity.user_id if identity else None,
+            identity.project_id if identity else None,
+            self.record,
+        )
+        req.context.history_token = history.CALLER.set(caller)
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, ok: bool
+    ) -> None:
+        token = req.context.get("history_token")
+        if token is not None:
+            history.CALLER.reset(token)
+        if self.pruner is not None and req.method in self.WRITES:
+            self.pruner.poke()
 
 
 class Microversion:

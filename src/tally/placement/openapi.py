@@ -35,6 +35,7 @@ from tally.placement.ledger.errors import BadRequest
 from tally.placement.schemas import aggregates as aggregate_schemas
 from tally.placement.schemas import allocations as allocation_schemas
 from tally.placement.schemas import candidates as candidate_schemas
+from tally.placement.schemas import history as history_schemas
 from tally.placement.schemas import inventories as inventory_schemas
 from tally.placement.schemas import providers as provider_schemas
 from tally.placement.schemas import reshaper as reshaper_schemas
@@ -191,6 +192,10 @@ OPERATIONS: dict[tuple[str, str], Operation] = {
     ),
     ("Reshaper", "POST"): Operation(_NO_CONTENT, body=reshaper_schemas.pick),
     ("Document", "GET"): Operation(_answers({200: answers.OPENAPI}), query=_constant(QUERY)),
+    # Tally's own API, outside Placement's namespace (the same at every microversion).
+    ("History", "GET"): Operation(
+        _answers({200: answers.HISTORY}), query=_constant(history_schemas.QUERY)
+    ),
 }
 # (Keyed by the resource's class name, so the table reads like the route table;
 # `document` fails with a KeyError on a responder it does not describe.)
@@ -373,7 +378,8 @@ def document(routes: Routes, version: str) -> Schema:
             "title": "Tally Placement API",
             "version": version,
             "description": f"The Placement API at microversion {version} (send "
-            f"`{HEADER}: placement {version}`), as Tally serves it.",
+            f"`{HEADER}: placement {version}`), as Tally serves it; and Tally's own "
+            f"API under `/tally/` (the claim history), outside Placement's namespace.",
         },
         "paths": paths,
         "components": {

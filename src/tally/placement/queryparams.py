@@ -1,5 +1,6 @@
 """Parsing of the query parameters that filter providers, shared by
 `GET /resource_providers` and `GET /allocation_candidates`.
+(The whole query of the latter is assembled in `placement.candidate_query`.)
 
 Each parser takes the raw string value(s) of one parameter and, where the
 meaning changed over time, the request's microversion; it returns plain sets

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import falcon
+import orjson
 
+from tally.placement.candidate_query import parse_query
 from tally.placement.context import Service
 from tally.placement.handlers.common import cache_headers, query, since, validate_query
 from tally.placement.ledger import candidates as ledger
@@ -29,13 +30,15 @@ class AllocationCandidates:
             strategy=settings.allocation_candidates_generation_strategy,
             randomize=settings.randomize_allocation_candidates,
         )
+        max_mb = settings.candidates_index_max_mb
+        self.index = ledger.shared_index(service.engine, max_mb) if max_mb > 0 else None
 
     @since("1.10")
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         version = req.context.version
         params = query(req)
         validate_query(params, schemas.for_version(schemas.GET_QUERY, version))
-        request = ledger.parse_query(params, version)
+        request = parse_query(params, version)
         with ledger.gc_paused():
             resp.data = self._answer(request, version)
         resp.content_type = falcon.MEDIA_JSON
@@ -43,12 +46,12 @@ class AllocationCandidates:
 
     def _answer(self, request: ledger.CandidateRequest, version: tuple[int, int]) -> bytes:
         """The JSON body (everything built on the way is freed on return)."""
-        result = ledger.find_candidates(self.service.engine, request, self.options)
+        result = ledger.find_candidates(self.service.engine, request, self.options, self.index)
         body = {
             "allocation_requests": _requests(result.allocation_requests, version),
             "provider_summaries": _summaries(result.provider_summaries, version),
         }
-        return json.dumps(body, separators=(",", ":")).encode()
+        return orjson.dumps(body)
 
 
 def _requests(found: list[dict[str, Any]], version: tuple[int, int]) -> list[dict[str, Any]]:

@@ -13,8 +13,10 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
+from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import transaction
+from tally.placement.ledger import history
 from tally.placement.ledger.common import bump_generation, provider_row, utcnow
 from tally.placement.ledger.errors import ConcurrentUpdate, Conflict
 
@@ -34,15 +36,28 @@ class ProviderAggregates:
 Wanted = tuple[list[str], int | None]
 
 
+_AGGREGATES_OF = (
+    sa.select(agg.c.uuid, agg.c.id)
+    .join(rpa, rpa.c.aggregate_id == agg.c.id)
+    .where(rpa.c.resource_provider_id == sa.bindparam("provider_id"))
+    .order_by(agg.c.id)
+)
+_DELETE_LINKS = (
+    rpa.delete()
+    .where(rpa.c.resource_provider_id == sa.bindparam("provider_id"))
+    .where(rpa.c.aggregate_id.in_(sa.bindparam("aggregate_ids", expanding=True)))
+)
+_KNOWN = sa.select(agg.c.uuid, agg.c.id).where(
+    agg.c.uuid.in_(sa.bindparam("uuids", expanding=True))
+)
+_INSERT_AGGREGATE = agg.insert()
+_INSERT_LINKS = rpa.insert()
+
+
 def _aggregates_of(conn: sa.Connection, provider_id: int) -> dict[str, int]:
     """uuid -> internal id of the aggregates of a provider, oldest first."""
-    rows = conn.execute(
-        sa.select(agg.c.uuid, agg.c.id)
-        .join(rpa, rpa.c.aggregate_id == agg.c.id)
-        .where(rpa.c.resource_provider_id == provider_id)
-        .order_by(agg.c.id)
-    )
-    return {row.uuid: row.id for row in rows}
+    rows = conn.execute(_AGGREGATES_OF, {"provider_id": provider_id})
+    return {agg_uuid: agg_id for agg_uuid, agg_id in rows}
 
 
 def provider_aggregates(engine: sa.Engine, uuid: str) -> ProviderAggregates:
@@ -72,6 +87,7 @@ def set_provider_aggregates(
                         "Please update the generation and try again."
                     )
                 _replace(conn, provider.id, uuids)
+                journal.touch(conn, (provider.id,))
                 generation = provider.generation
                 if bump:
                     generation = bump_generation(conn, provider.id, generation, uuid)
@@ -83,27 +99,21 @@ def set_provider_aggregates(
 
 def _replace(conn: sa.Connection, provider_id: int, uuids: list[str]) -> None:
     existing = _aggregates_of(conn, provider_id)
+    history.aggregates_set(conn, provider_id, existing, uuids)
     gone = [agg_id for agg_uuid, agg_id in existing.items() if agg_uuid not in set(uuids)]
     if gone:
-        conn.execute(
-            rpa.delete()
-            .where(rpa.c.resource_provider_id == provider_id)
-            .where(rpa.c.aggregate_id.in_(gone))
-        )
+        conn.execute(_DELETE_LINKS, {"provider_id": provider_id, "aggregate_ids": gone})
     new = [u for u in dict.fromkeys(uuids) if u not in existing]
     if not new:
         return
-    known = {
-        row.uuid: row.id
-        for row in conn.execute(sa.select(agg.c.uuid, agg.c.id).where(agg.c.uuid.in_(new)))
-    }
+    known = {row.uuid: row.id for row in conn.execute(_KNOWN, {"uuids": new})}
     now = utcnow()
     for agg_uuid in new:
         if agg_uuid not in known:
-            result = conn.execute(agg.insert().values(uuid=agg_uuid, created_at=now))
+            result = conn.execute(_INSERT_AGGREGATE, {"uuid": agg_uuid, "created_at": now})
             known[agg_uuid] = result.inserted_primary_key[0]
     conn.execute(
-        rpa.insert(),
+        _INSERT_LINKS,
         [
             {"resource_provider_id": provider_id, "aggregate_id": known[u], "created_at": now}
             for u in new

@@ -21,10 +21,12 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 
+from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import run_retrying as run_retrying_in_engine
 from tally.db.engine import transaction
 from tally.placement.ledger import consumers as cons
+from tally.placement.ledger import history
 from tally.placement.ledger.common import (
     bump_generation,
     ids_by_name,
@@ -33,7 +35,7 @@ from tally.placement.ledger.common import (
     utcnow,
 )
 from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict, NotFound
-from tally.placement.ledger.usage_queries import capacity, used_by_provider
+from tally.placement.ledger.usage_queries import capacity
 
 LOG = logging.getLogger(__name__)
 
@@ -66,6 +68,30 @@ class ProviderAllocations:
     generation: int
     allocations: dict[str, dict]  # consumer uuid -> {"resources", "consumer_generation"}
     last_modified: dt.datetime | None = None
+
+
+_a = t.allocations
+_DELETE_ALLOCATIONS = _a.delete().where(_a.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
+_INSERT_ALLOCATIONS = _a.insert()
+_CURRENT = sa.select(
+    _a.c.consumer_id, _a.c.resource_provider_id, _a.c.resource_class_id, _a.c.used
+).where(_a.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
+_INVENTORY_OF = sa.select(t.inventories).where(
+    t.inventories.c.resource_provider_id.in_(sa.bindparam("ids", expanding=True))
+)
+# `usage_queries.used_by_provider`, built once.
+_USED = (
+    sa.select(_a.c.resource_provider_id, _a.c.resource_class_id, sa.func.sum(_a.c.used))
+    .where(_a.c.resource_provider_id.in_(sa.bindparam("ids", expanding=True)))
+    .group_by(_a.c.resource_provider_id, _a.c.resource_class_id)
+)
+_GENERATIONS = (
+    sa.select(
+        t.resource_providers.c.id, t.resource_providers.c.generation, t.resource_providers.c.uuid
+    )
+    .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(t.resource_providers.c.id)
+)
 
 
 class _Retry(Exception):
@@ -168,6 +194,9 @@ def delete_consumer(engine: sa.Engine, consumer_uuid: str) -> None:
     a = t.allocations
     with transaction(engine, write=True) as conn:
         cons.lock_consumers(conn, [consumer_uuid])
+        held = sa.select(a.c.resource_provider_id).where(a.c.consumer_id == consumer_uuid)
+        journal.touch(conn, conn.execute(held.distinct()).scalars())
+        history.consumer_deleting(conn, consumer_uuid)
         deleted = conn.execute(a.delete().where(a.c.consumer_id == consumer_uuid)).rowcount
         if not deleted:
             raise NotFound(f"No allocations for consumer '{consumer_uuid}'")
@@ -215,8 +244,7 @@ def replace_in(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
     lock_providers(conn, sorted(set(provider_ids.values()) | {r.rp_id for r in old}))
     _check(conn, writes, provider_ids, class_ids, old)
 
-    a = t.allocations
-    conn.execute(a.delete().where(a.c.consumer_id.in_([w.uuid for w in writes])))
+    conn.execute(_DELETE_ALLOCATIONS, {"uuids": [w.uuid for w in writes]})
     now = utcnow()
     rows = [
         {
@@ -231,16 +259,18 @@ def replace_in(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
         for rc, amount in resources.items()
     ]
     if rows:
-        conn.execute(a.insert(), rows)
+        conn.execute(_INSERT_ALLOCATIONS, rows)
 
     # As upstream: the providers named in the request, and those a consumer
     # being emptied held, get a new generation.
     emptied = {w.uuid for w in writes if not w.allocations}
     touched = set(provider_ids.values()) | {r.rp_id for r in old if r.consumer in emptied}
-    _bump_providers(conn, touched)
+    generations = _bump_providers(conn, touched)
+    journal.touch(conn, {r.rp_id for r in old})  # usage moved off them too
     for consumer in consumers.values():
         cons.save_consumer(conn, consumer)
     cons.delete_if_unused(conn, emptied)
+    history.allocations_replaced(conn, writes, consumers, provider_ids, class_ids, old, generations)
 
 
 def check_consumers(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
@@ -270,19 +300,27 @@ def _claim_consumers(conn: sa.Connection, writes: list[ConsumerWrite]) -> dict[s
     for w in writes:
         _check_generation(w, existing.get(w.uuid))
     result: dict[str, cons.Consumer] = {}
+    new: list[tuple[str, str, str, int | None]] = []
+    type_ids: dict[str, int] = {}
     for w in sorted(writes, key=lambda w: w.uuid):
         consumer = existing.get(w.uuid)
         if consumer is None and not w.allocations:
             continue  # nothing to remove, nobody to create
-        type_id = None if w.consumer_type is None else cons.consumer_type_id(conn, w.consumer_type)
+        type_id = None
+        if w.consumer_type is not None:
+            type_id = type_ids.get(w.consumer_type)
+            if type_id is None:
+                type_id = type_ids[w.consumer_type] = cons.consumer_type_id(conn, w.consumer_type)
         if consumer is None:
-            consumer = cons.create_consumer(conn, w.uuid, w.project_id, w.user_id, type_id)
-        else:
-            consumer.project_id, consumer.user_id = w.project_id, w.user_id
-            if type_id is not None:
-                consumer.consumer_type_id = type_id
+            new.append((w.uuid, w.project_id, w.user_id, type_id))
+            continue
+        consumer.project_id, consumer.user_id = w.project_id, w.user_id
+        if type_id is not None:
+            consumer.consumer_type_id = type_id
         result[w.uuid] = consumer
-    return result
+    for consumer in cons.create_consumers(conn, new):
+        result[consumer.uuid] = consumer
+    return dict(sorted(result.items()))
 
 
 def _check_generation(w: ConsumerWrite, consumer: cons.Consumer | None) -> None:
@@ -331,11 +369,7 @@ class _Held(NamedTuple):
 
 def _current(conn: sa.Connection, consumer_uuids: list[str]) -> list[_Held]:
     """The allocations the consumers hold now (their rows are locked)."""
-    a = t.allocations
-    query = sa.select(
-        a.c.consumer_id, a.c.resource_provider_id, a.c.resource_class_id, a.c.used
-    ).where(a.c.consumer_id.in_(consumer_uuids))
-    return [_Held(*row) for row in conn.execute(query)]
+    return [_Held(*row) for row in conn.execute(_CURRENT, {"uuids": consumer_uuids})]
 
 
 def _check(
@@ -357,12 +391,11 @@ def _check(
     if not keys:
         return
     ids = sorted({k[0] for k in keys})
-    inv = t.inventories
     inventory = {
         (row.resource_provider_id, row.resource_class_id): row
-        for row in conn.execute(sa.select(inv).where(inv.c.resource_provider_id.in_(ids)))
+        for row in conn.execute(_INVENTORY_OF, {"ids": ids})
     }
-    used_now = used_by_provider(conn, ids)
+    used_now = {(rp, rc): int(used) for rp, rc, used in conn.execute(_USED, {"ids": ids})}
     released: collections.Counter = collections.Counter()
     for held in old:
         released[(held.rp_id, held.rc_id)] += held.used
@@ -412,20 +445,17 @@ def _check(
                     )
 
 
-def _bump_providers(conn: sa.Connection, provider_ids: set[int]) -> None:
-    """Bump the generation of each provider. They are locked (or we are the only
-    SQLite writer), so the compare-and-swap can only fail if something broke the
-    lock discipline: then the whole write runs again."""
+def _bump_providers(conn: sa.Connection, provider_ids: set[int]) -> dict[int, int]:
+    """Bump the generation of each provider; their new generations. They are locked
+    (or we are the only SQLite writer), so the compare-and-swap can only fail if
+    something broke the lock discipline: then the whole write runs again."""
+    bumped: dict[int, int] = {}
     if not provider_ids:
-        return
-    rp = t.resource_providers
-    rows = conn.execute(
-        sa.select(rp.c.id, rp.c.generation, rp.c.uuid)
-        .where(rp.c.id.in_(sorted(provider_ids)))
-        .order_by(rp.c.id)
-    ).all()
+        return bumped
+    rows = conn.execute(_GENERATIONS, {"ids": sorted(provider_ids)}).all()
     for row in rows:
         try:
-            bump_generation(conn, row.id, row.generation, row.uuid)
+            bumped[row.id] = bump_generation(conn, row.id, row.generation, row.uuid)
         except ConcurrentUpdate:
             raise _Retry() from None
+    return bumped

@@ -4,10 +4,11 @@ and the generation compare-and-swap that guards every provider write."""
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
 
+from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import is_sqlite
 from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, NotFound
@@ -23,12 +24,29 @@ def locking(conn: sa.Connection, query: sa.Select) -> sa.Select:
     return query if is_sqlite(conn) else query.with_for_update()
 
 
+# Statements are built once and reused with bound parameters: SQLAlchemy
+# caches their compiled SQL either way, but building a statement costs about
+# as much as running a small one. `_prebuilt` keys them by what shapes them.
+_PREBUILT: dict[tuple, sa.Executable] = {}
+
+
+def _prebuilt(key: tuple, build: Callable[[], sa.Executable]) -> sa.Executable:
+    statement = _PREBUILT.get(key)
+    if statement is None:
+        statement = _PREBUILT[key] = build()
+    return statement
+
+
 def row_by_name(
     conn: sa.Connection, table: sa.Table, name: str, *, for_update: bool = False
 ) -> sa.Row | None:
     """The row of `table` whose `name` column is `name` (locked if asked), or None."""
-    query = sa.select(table).where(table.c.name == name)
-    return conn.execute(locking(conn, query) if for_update else query).first()
+    lock = for_update and not is_sqlite(conn)
+    query = _prebuilt(
+        ("row_by_name", table.name, lock),
+        lambda: _maybe_locked(sa.select(table).where(table.c.name == sa.bindparam("name")), lock),
+    )
+    return conn.execute(query, {"name": name}).first()
 
 
 def ids_by_name(
@@ -39,9 +57,21 @@ def ids_by_name(
     names = set(names)
     if not names:
         return {}
-    key = table.c[column]
-    rows = conn.execute(sa.select(key.label("key"), table.c.id).where(key.in_(names)))
-    return {row.key: row.id for row in rows}
+
+    def build() -> sa.Select:
+        key = table.c[column]
+        return sa.select(key.label("key"), table.c.id).where(
+            key.in_(sa.bindparam("names", expanding=True))
+        )
+
+    rows = conn.execute(
+        _prebuilt(("ids_by_name", table.name, column), build), {"names": list(names)}
+    )
+    return {key: row_id for key, row_id in rows}
+
+
+def _maybe_locked(query: sa.Select, lock: bool) -> sa.Select:
+    return query.with_for_update() if lock else query
 
 
 def has_rows(conn: sa.Connection, table: sa.Table, where: sa.ColumnElement[bool]) -> bool:
@@ -49,12 +79,34 @@ def has_rows(conn: sa.Connection, table: sa.Table, where: sa.ColumnElement[bool]
     return conn.execute(sa.select(table.c.id).where(where).limit(1)).first() is not None
 
 
+_PROVIDER_ROW = sa.select(t.resource_providers).where(
+    t.resource_providers.c.uuid == sa.bindparam("uuid")
+)
+_PROVIDER_ROW_LOCKED = _PROVIDER_ROW.with_for_update()
+_LOCK_PROVIDERS = (
+    sa.select(t.resource_providers.c.id)
+    .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(t.resource_providers.c.id)
+    .with_for_update()
+)
+_BUMP_GENERATION = (
+    t.resource_providers.update()
+    .where(t.resource_providers.c.id == sa.bindparam("provider_id"))
+    .where(t.resource_providers.c.generation == sa.bindparam("seen"))
+    .values(generation=sa.bindparam("new_generation"), updated_at=sa.bindparam("now"))
+)
+_CLASS_IDS = sa.select(t.resource_classes.c.name, t.resource_classes.c.id).where(
+    t.resource_classes.c.name.in_(sa.bindparam("names", expanding=True))
+)
+_CLASS_NAMES = sa.select(t.resource_classes.c.id, t.resource_classes.c.name)
+
+
 def provider_row(
     conn: sa.Connection, uuid: str, *, for_update: bool = False, missing: str | None = None
 ) -> sa.Row:
     """The provider row of `uuid`, or 404 with `missing` (default: naming the uuid)."""
-    query = sa.select(t.resource_providers).where(t.resource_providers.c.uuid == uuid)
-    row = conn.execute(locking(conn, query) if for_update else query).first()
+    query = _PROVIDER_ROW_LOCKED if for_update and not is_sqlite(conn) else _PROVIDER_ROW
+    row = conn.execute(query, {"uuid": uuid}).first()
     if row is None:
         raise NotFound(missing or f"No resource provider with uuid {uuid} found")
     return row
@@ -67,28 +119,22 @@ def lock_providers(conn: sa.Connection, provider_ids: list[int]) -> None:
     """
     if is_sqlite(conn) or not provider_ids:
         return
-    conn.execute(
-        sa.select(t.resource_providers.c.id)
-        .where(t.resource_providers.c.id.in_(sorted(set(provider_ids))))
-        .order_by(t.resource_providers.c.id)
-        .with_for_update()
-    ).all()
+    conn.execute(_LOCK_PROVIDERS, {"ids": sorted(set(provider_ids))}).all()
 
 
 def bump_generation(conn: sa.Connection, provider_id: int, seen: int, uuid: str) -> int:
     """Compare-and-swap the provider generation; the new generation, or 409
     `placement.concurrent_update` when someone else changed it since `seen`."""
     result = conn.execute(
-        t.resource_providers.update()
-        .where(t.resource_providers.c.id == provider_id)
-        .where(t.resource_providers.c.generation == seen)
-        .values(generation=seen + 1, updated_at=utcnow())
+        _BUMP_GENERATION,
+        {"provider_id": provider_id, "seen": seen, "new_generation": seen + 1, "now": utcnow()},
     )
     if result.rowcount != 1:
         raise ConcurrentUpdate(
             f"resource provider generation conflict for {uuid}: "
             "another thread updated it, please retry"
         )
+    journal.touch(conn, (provider_id,))
     return seen + 1
 
 
@@ -97,11 +143,7 @@ def resource_class_ids(conn: sa.Connection, names: list[str] | set[str]) -> dict
     names = set(names)
     if not names:
         return {}
-    rows = conn.execute(
-        sa.select(t.resource_classes.c.name, t.resource_classes.c.id).where(
-            t.resource_classes.c.name.in_(names)
-        )
-    ).all()
+    rows = conn.execute(_CLASS_IDS, {"names": list(names)}).all()
     found = {row.name: row.id for row in rows}
     for name in sorted(names):
         if name not in found:
@@ -111,7 +153,4 @@ def resource_class_ids(conn: sa.Connection, names: list[str] | set[str]) -> dict
 
 def resource_class_names(conn: sa.Connection) -> dict[int, str]:
     """Every resource class name by id."""
-    return {
-        row.id: row.name
-        for row in conn.execute(sa.select(t.resource_classes.c.id, t.resource_classes.c.name))
-    }
+    return {row.id: row.name for row in conn.execute(_CLASS_NAMES)}

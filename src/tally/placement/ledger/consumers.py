@@ -36,69 +36,114 @@ class Consumer:
     generation: int
     consumer_type_id: int | None
     created: bool = False  # made by the current transaction
+    saved: bool = False  # its row already holds what `save_consumer` would write
+
+
+_c = t.consumers
+_CONSUMERS = (
+    sa.select(
+        _c.c.id, _c.c.uuid, _c.c.project_id, _c.c.user_id, _c.c.generation, _c.c.consumer_type_id
+    )
+    .where(_c.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+    .order_by(_c.c.uuid)
+)
+_CONSUMERS_LOCKED = _CONSUMERS.with_for_update()
+_INSERT_CONSUMER = _c.insert()
+_INSERT_CONSUMERS_RETURNING = _c.insert().returning(_c.c.uuid, _c.c.id)
+_SAVE_CONSUMER = (
+    _c.update()
+    .where(_c.c.id == sa.bindparam("consumer_id"))
+    .where(_c.c.generation == sa.bindparam("seen"))
+    .values(
+        project_id=sa.bindparam("project_id"),
+        user_id=sa.bindparam("user_id"),
+        consumer_type_id=sa.bindparam("consumer_type_id"),
+        generation=sa.bindparam("new_generation"),
+        updated_at=sa.bindparam("now"),
+    )
+)
+_held = sa.select(t.allocations.c.consumer_id).where(t.allocations.c.consumer_id == _c.c.uuid)
+_DELETE_UNUSED = (
+    _c.delete().where(_c.c.uuid.in_(sa.bindparam("uuids", expanding=True))).where(~_held.exists())
+)
+_TYPE_ID = sa.select(t.consumer_types.c.id).where(t.consumer_types.c.name == sa.bindparam("name"))
+_INSERT_TYPE = t.consumer_types.insert()
+_TYPE_NAMES = sa.select(t.consumer_types.c.id, t.consumer_types.c.name)
 
 
 def lock_consumers(conn: sa.Connection, uuids: list[str]) -> dict[str, Consumer]:
     """The existing consumers among `uuids`, row-locked until commit (PostgreSQL)."""
     if not uuids:
         return {}
-    c = t.consumers
-    query = (
-        sa.select(
-            c.c.id, c.c.uuid, c.c.project_id, c.c.user_id, c.c.generation, c.c.consumer_type_id
-        )
-        .where(c.c.uuid.in_(sorted(set(uuids))))
-        .order_by(c.c.uuid)
-    )
-    if not is_sqlite(conn):
-        query = query.with_for_update()
-    return {row.uuid: Consumer(**row._mapping) for row in conn.execute(query)}
+    query = _CONSUMERS if is_sqlite(conn) else _CONSUMERS_LOCKED
+    return {row[1]: Consumer(*row) for row in conn.execute(query, {"uuids": sorted(set(uuids))})}
 
 
-def create_consumer(
-    conn: sa.Connection,
-    uuid: str,
-    project_id: str,
-    user_id: str,
-    consumer_type_id: int | None,
-) -> Consumer:
-    """Insert a consumer at generation 0. A concurrent creator of the same uuid
-    makes this raise IntegrityError (the caller retries the whole write)."""
-    result = conn.execute(
-        t.consumers.insert().values(
+def create_consumers(
+    conn: sa.Connection, new: list[tuple[str, str, str, int | None]]
+) -> list[Consumer]:
+    """Insert consumers `(uuid, project_id, user_id, consumer_type_id)`, in that
+    order, as `save_consumer` would leave them (generation 1): each comes back at
+    generation 0, and its `save_consumer` then only counts. A concurrent creator
+    of the same uuid makes this raise IntegrityError (the caller retries the
+    whole write)."""
+    if not new:
+        return []
+    now = utcnow()
+    rows = [
+        {
+            "uuid": uuid,
+            "project_id": project_id,
+            "user_id": user_id,
+            "generation": 1,
+            "consumer_type_id": type_id,
+            "created_at": now,
+            "updated_at": now,
+        }
+        for uuid, project_id, user_id, type_id in new
+    ]
+    if len(rows) == 1:
+        ids = [conn.execute(_INSERT_CONSUMER, rows[0]).inserted_primary_key[0]]
+    else:  # one statement (or one batch) for all, then their ids by uuid
+        if conn.dialect.insert_executemany_returning:
+            found = dict(conn.execute(_INSERT_CONSUMERS_RETURNING, rows).all())
+        else:  # MySQL: no INSERT ... RETURNING
+            conn.execute(_INSERT_CONSUMER, rows)
+            uuids = [row["uuid"] for row in rows]
+            found = {row.uuid: row.id for row in conn.execute(_CONSUMERS, {"uuids": uuids})}
+        ids = [found[row["uuid"]] for row in rows]
+    return [
+        Consumer(
+            id=consumer_id,
             uuid=uuid,
             project_id=project_id,
             user_id=user_id,
             generation=0,
-            consumer_type_id=consumer_type_id,
-            created_at=utcnow(),
+            consumer_type_id=type_id,
+            created=True,
+            saved=True,
         )
-    )
-    return Consumer(
-        id=result.inserted_primary_key[0],
-        uuid=uuid,
-        project_id=project_id,
-        user_id=user_id,
-        generation=0,
-        consumer_type_id=consumer_type_id,
-        created=True,
-    )
+        for consumer_id, (uuid, project_id, user_id, type_id) in zip(ids, new, strict=True)
+    ]
 
 
 def save_consumer(conn: sa.Connection, consumer: Consumer) -> None:
     """Write owner and type, and bump the generation (compare-and-swap)."""
-    c = t.consumers
+    if consumer.saved:  # just inserted as this would leave it
+        consumer.saved = False
+        consumer.generation += 1
+        return
     result = conn.execute(
-        c.update()
-        .where(c.c.id == consumer.id)
-        .where(c.c.generation == consumer.generation)
-        .values(
-            project_id=consumer.project_id,
-            user_id=consumer.user_id,
-            consumer_type_id=consumer.consumer_type_id,
-            generation=consumer.generation + 1,
-            updated_at=utcnow(),
-        )
+        _SAVE_CONSUMER,
+        {
+            "consumer_id": consumer.id,
+            "seen": consumer.generation,
+            "project_id": consumer.project_id,
+            "user_id": consumer.user_id,
+            "consumer_type_id": consumer.consumer_type_id,
+            "new_generation": consumer.generation + 1,
+            "now": utcnow(),
+        },
     )
     if result.rowcount != 1:
         raise ConcurrentUpdate(
@@ -112,27 +157,21 @@ def delete_if_unused(conn: sa.Connection, uuids: list[str] | set[str]) -> None:
     """Delete those of `uuids` that hold no allocations."""
     if not uuids:
         return
-    c, a = t.consumers, t.allocations
-    held = sa.select(a.c.consumer_id).where(a.c.consumer_id == c.c.uuid).exists()
-    conn.execute(c.delete().where(c.c.uuid.in_(sorted(set(uuids)))).where(~held))
+    conn.execute(_DELETE_UNUSED, {"uuids": sorted(set(uuids))})
 
 
 def consumer_type_id(conn: sa.Connection, name: str) -> int:
     """The id of consumer type `name`, created on first use. A concurrent
     creation raises IntegrityError; the caller retries the whole write."""
-    ct = t.consumer_types
-    found = conn.execute(sa.select(ct.c.id).where(ct.c.name == name)).scalar()
+    found = conn.execute(_TYPE_ID, {"name": name}).scalar()
     if found is not None:
         return found
-    result = conn.execute(ct.insert().values(name=name, created_at=utcnow()))
+    result = conn.execute(_INSERT_TYPE, {"name": name, "created_at": utcnow()})
     return result.inserted_primary_key[0]
 
 
 def consumer_type_names(conn: sa.Connection) -> dict[int | None, str]:
     """Every consumer type name by id; None (no type) reads as 'unknown'."""
-    ct = t.consumer_types
-    names: dict[int | None, str] = {
-        row.id: row.name for row in conn.execute(sa.select(ct.c.id, ct.c.name))
-    }
+    names: dict[int | None, str] = {row.id: row.name for row in conn.execute(_TYPE_NAMES)}
     names[None] = UNKNOWN_TYPE
     return names

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 
 from tally.db import schema as t
 from tally.db.engine import transaction
+from tally.placement.ledger import history
 from tally.placement.ledger.capacity_guard import UPDATE_CONFLICT, guard
 from tally.placement.ledger.common import bump_generation, ids_by_name, provider_row, utcnow
 from tally.placement.ledger.errors import (
@@ -275,14 +276,35 @@ def _check_record(uuid: str, record: Record, rules: Rules, action: str) -> None:
         )
 
 
+_inv, _rc = t.inventories, t.resource_classes
+_RECORDS = (
+    sa.select(_rc.c.name, *(_inv.c[name] for name in FIELDS), _inv.c.created_at, _inv.c.updated_at)
+    .join(_rc, _rc.c.id == _inv.c.resource_class_id)
+    .where(_inv.c.resource_provider_id == sa.bindparam("provider_id"))
+    .order_by(_inv.c.resource_class_id)
+)
+_DELETE_CLASSES = _inv.delete().where(
+    _inv.c.resource_provider_id == sa.bindparam("provider_id"),
+    _inv.c.resource_class_id.in_(sa.bindparam("class_ids", expanding=True)),
+)
+_UPDATE_RECORD = (
+    _inv.update()
+    .where(
+        _inv.c.resource_provider_id == sa.bindparam("provider_id"),
+        _inv.c.resource_class_id == sa.bindparam("class_id"),
+    )
+    .values(**{name: sa.bindparam(name) for name in FIELDS}, updated_at=sa.bindparam("now"))
+)
+_INSERT_RECORD = _inv.insert().values(
+    resource_provider_id=sa.bindparam("provider_id"),
+    resource_class_id=sa.bindparam("class_id"),
+    **{name: sa.bindparam(name) for name in FIELDS},
+    created_at=sa.bindparam("now"),
+)
+
+
 def _records(conn: sa.Connection, provider_id: int) -> dict[str, Record]:
-    inv, rc = t.inventories, t.resource_classes
-    rows = conn.execute(
-        sa.select(rc.c.name, *(inv.c[name] for name in FIELDS), inv.c.created_at, inv.c.updated_at)
-        .join(rc, rc.c.id == inv.c.resource_class_id)
-        .where(inv.c.resource_provider_id == provider_id)
-        .order_by(inv.c.resource_class_id)
-    ).all()
+    rows = conn.execute(_RECORDS, {"provider_id": provider_id}).all()
     return {
         row.name: Record(row.name, **{k: v for k, v in row._mapping.items() if k != "name"})
         for row in rows
@@ -329,30 +351,25 @@ def _write(
             f"Unknown resource class in inventory for resource provider {provider.uuid}: "
             + ", ".join(missing)
         )
-    inv, now = t.inventories, utcnow()
-    mine = inv.c.resource_provider_id == provider.id
+    now = utcnow()
     gone = [ids[rc] for rc in before if rc not in after]
     if gone:
-        conn.execute(inv.delete().where(mine, inv.c.resource_class_id.in_(gone)))
+        conn.execute(_DELETE_CLASSES, {"provider_id": provider.id, "class_ids": gone})
+    changed, added = [], []
     for rc, record in after.items():
         if record is before.get(rc):
             continue
+        values = {"provider_id": provider.id, "class_id": ids[rc], **_amounts(record)}
         if rc in before:
-            conn.execute(
-                inv.update()
-                .where(mine, inv.c.resource_class_id == ids[rc])
-                .values(**_amounts(record), updated_at=now)
-            )
+            changed.append({**values, "now": now})
         else:
-            conn.execute(
-                inv.insert().values(
-                    resource_provider_id=provider.id,
-                    resource_class_id=ids[rc],
-                    **_amounts(record),
-                    created_at=now,
-                )
-            )
+            added.append({**values, "now": now})
+    if changed:
+        conn.execute(_UPDATE_RECORD, changed)
+    if added:
+        conn.execute(_INSERT_RECORD, added)
     generation = bump_generation(conn, provider.id, provider.generation, provider.uuid)
+    history.inventory_written(conn, provider, generation, before, after)
     for rc in over:
         log.warning("Resource provider %s is now over-capacity for %s", provider.uuid, rc)
     return ProviderInventory(generation, _records(conn, provider.id))

@@ -1,5 +1,5 @@
-"""Resource providers: create, read, rename, re-parent, delete, and the filters
-of the provider list.
+"""Resource providers: create, read, rename, re-parent, delete, and the
+provider list (its filters are in `provider_filters`).
 
 Trees: every provider row carries `root_provider_id` (its own id for a root)
 and `parent_provider_id`, so a whole tree is one indexed lookup. Re-parenting
@@ -11,17 +11,18 @@ the generation guards inventories, allocations, traits and aggregates).
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
+from operator import itemgetter
 from typing import NamedTuple
 
 import sqlalchemy as sa
 
+from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import is_sqlite, run_retrying, transaction
+from tally.placement.ledger import history
 from tally.placement.ledger.common import (
     has_rows,
-    ids_by_name,
     locking,
     provider_row,
     utcnow,
@@ -34,6 +35,7 @@ from tally.placement.ledger.errors import (
     NotFound,
     ProviderInUse,
 )
+from tally.placement.ledger.provider_filters import ProviderFilter, filter_conditions
 
 _rp = t.resource_providers
 RETRIES = 10  # runs of a provider update the database aborted to break a deadlock
@@ -56,21 +58,6 @@ class Provider(NamedTuple):
         return self.updated_at or self.created_at
 
 
-@dataclasses.dataclass(frozen=True)
-class ProviderFilter:
-    """What `GET /resource_providers` may ask for; every filter ANDs with the
-    others. Trait and aggregate filters are lists of any-of sets (AND of ORs)."""
-
-    name: str | None = None
-    uuid: str | None = None
-    in_tree: str | None = None
-    resources: dict[str, int] = dataclasses.field(default_factory=dict)
-    required_traits: list[frozenset[str]] = dataclasses.field(default_factory=list)
-    forbidden_traits: frozenset[str] = frozenset()
-    member_of: list[frozenset[str]] = dataclasses.field(default_factory=list)
-    forbidden_aggregates: frozenset[str] = frozenset()
-
-
 class _Unset:
     """Marks "parent_provider_uuid was not in the request" (None means un-parent)."""
 
@@ -81,10 +68,25 @@ UNSET = _Unset()
 # --- reading ---------------------------------------------------------------
 
 
+# Built once: an alias of a table costs more to set up than a small query
+# costs to run (its columns are copied), and the statements stay immutable.
+_RP, _PARENT, _ROOT = (_rp.alias(name) for name in ("rp", "parent", "root"))
+_WITH_PARENT_AND_ROOT = _RP.outerjoin(_PARENT, _RP.c.parent_provider_id == _PARENT.c.id).outerjoin(
+    _ROOT, _RP.c.root_provider_id == _ROOT.c.id
+)
+_STAMP = sa.func.coalesce(_RP.c.updated_at, _RP.c.created_at, type_=sa.DateTime)
+_LISTING = sa.select(
+    _RP.c.uuid,
+    _RP.c.name,
+    _RP.c.generation,
+    _PARENT.c.uuid,
+    sa.func.coalesce(_ROOT.c.uuid, _RP.c.uuid),
+    _STAMP,
+).select_from(_WITH_PARENT_AND_ROOT)
+
+
 def _provider_select() -> tuple[sa.Select, sa.Alias]:
-    rp = _rp.alias("rp")
-    parent = _rp.alias("parent")
-    root = _rp.alias("root")
+    rp, parent, root = _RP, _PARENT, _ROOT
     query = sa.select(
         rp.c.id,
         rp.c.uuid,
@@ -94,11 +96,7 @@ def _provider_select() -> tuple[sa.Select, sa.Alias]:
         root.c.uuid.label("root_provider_uuid"),
         rp.c.created_at,
         rp.c.updated_at,
-    ).select_from(
-        rp.outerjoin(parent, rp.c.parent_provider_id == parent.c.id).outerjoin(
-            root, rp.c.root_provider_id == root.c.id
-        )
-    )
+    ).select_from(_WITH_PARENT_AND_ROOT)
     return query, rp
 
 
@@ -130,115 +128,37 @@ def list_providers(engine: sa.Engine, filters: ProviderFilter) -> list[Provider]
     return [_to_provider(row) for row in rows]
 
 
-# --- filters -----------------------------------------------------------------
+class Listing(NamedTuple):
+    """The providers `GET /resource_providers` shows, as plain tuples
+    `(uuid, name, generation, parent uuid or None, root uuid, stamp)` in id
+    order (`stamp` is the driver's raw value: read `last_modified` instead),
+    and the newest of their last-modified times."""
+
+    rows: list[tuple]
+    last_modified: dt.datetime | None
 
 
-def filter_conditions(
-    conn: sa.Connection, rp: sa.ColumnCollection, f: ProviderFilter
-) -> list[sa.ColumnElement] | None:
-    """WHERE clauses on provider columns `rp` for the filter `f`, or None when
-    no provider can match (an aggregate set naming only unknown aggregates).
-
-    Unknown traits and resource classes are a 400 (checked before anything is
-    matched, so bad input never passes for "no match").
-    """
-    conditions: list[sa.ColumnElement] = []
-    trait_ids = _trait_ids(conn, set().union(*f.required_traits, f.forbidden_traits))
-    class_ids = _class_ids(conn, set(f.resources))
-    if f.name is not None:
-        conditions.append(rp.name == f.name)
-    if f.uuid is not None:
-        conditions.append(rp.uuid == f.uuid)
-    if f.in_tree is not None:
-        tree = _rp.alias("tree")
-        conditions.append(
-            rp.root_provider_id.in_(
-                sa.select(tree.c.root_provider_id).where(tree.c.uuid == f.in_tree)
-            )
-        )
-    for any_of in f.required_traits:
-        conditions.append(rp.id.in_(_having_traits({trait_ids[n] for n in any_of})))
-    if f.forbidden_traits:
-        ids = {trait_ids[n] for n in f.forbidden_traits}
-        conditions.append(rp.id.not_in(_having_traits(ids)))
-    agg_ids = _aggregate_ids(conn, set().union(*f.member_of, f.forbidden_aggregates))
-    for any_of in f.member_of:
-        known = {agg_ids[u] for u in any_of if u in agg_ids}
-        if not known:
-            return None
-        conditions.append(rp.id.in_(_in_aggregates(known)))
-    forbidden_aggs = {agg_ids[u] for u in f.forbidden_aggregates if u in agg_ids}
-    if forbidden_aggs:
-        conditions.append(rp.id.not_in(_in_aggregates(forbidden_aggs)))
-    for name, amount in f.resources.items():
-        conditions.append(rp.id.in_(providers_with_capacity(class_ids[name], amount)))
-    return conditions
-
-
-def _trait_ids(conn: sa.Connection, names: set[str]) -> dict[str, int]:
-    found = ids_by_name(conn, t.traits, names)
-    missing = sorted(names - found.keys())
-    if missing:
-        raise BadRequest(
-            f'Invalid trait(s) in "required" parameter: No such trait(s): {", ".join(missing)}.'
-        )
-    return found
-
-
-def _class_ids(conn: sa.Connection, names: set[str]) -> dict[str, int]:
-    found = ids_by_name(conn, t.resource_classes, names)
-    missing = sorted(names - found.keys())
-    if missing:
-        raise BadRequest(
-            "Invalid resource class in resources parameter: "
-            f"No such resource class {', '.join(missing)}."
-        )
-    return found
-
-
-def _aggregate_ids(conn: sa.Connection, uuids: set[str]) -> dict[str, int]:
-    if not uuids:
-        return {}
-    agg = t.placement_aggregates
-    rows = conn.execute(sa.select(agg.c.uuid, agg.c.id).where(agg.c.uuid.in_(uuids)))
-    return {row.uuid: row.id for row in rows}
-
-
-def _having_traits(trait_ids: set[int]) -> sa.Select:
-    rpt = t.resource_provider_traits
-    return sa.select(rpt.c.resource_provider_id).where(rpt.c.trait_id.in_(trait_ids))
-
-
-def _in_aggregates(aggregate_ids: set[int]) -> sa.Select:
-    rpa = t.resource_provider_aggregates
-    return sa.select(rpa.c.resource_provider_id).where(rpa.c.aggregate_id.in_(aggregate_ids))
-
-
-def providers_with_capacity(class_id: int, amount: int) -> sa.Select:
-    """Ids of providers that could take `amount` of the class now: inventory
-    whose unused capacity covers it, within min_unit/max_unit, a multiple of
-    step_size."""
-    inv = t.inventories
-    alloc = t.allocations
-    used = (
-        sa.select(alloc.c.resource_provider_id, sa.func.sum(alloc.c.used).label("used"))
-        .where(alloc.c.resource_class_id == class_id)
-        .group_by(alloc.c.resource_provider_id)
-        .subquery("used")
-    )
-    wanted = sa.literal(amount, sa.Integer)
-    return (
-        sa.select(inv.c.resource_provider_id)
-        .select_from(inv.outerjoin(used, used.c.resource_provider_id == inv.c.resource_provider_id))
-        .where(
-            inv.c.resource_class_id == class_id,
-            sa.func.coalesce(used.c.used, 0) + wanted
-            <= (inv.c.total - inv.c.reserved) * inv.c.allocation_ratio,
-            inv.c.min_unit <= wanted,
-            inv.c.max_unit >= wanted,
-            wanted % inv.c.step_size == 0,
-        )
-    )
+def list_provider_rows(engine: sa.Engine, filters: ProviderFilter) -> Listing:
+    """`list_providers` for a listing of thousands: one query (the same filters
+    and joins), its rows as the driver's tuples, no object per provider."""
+    with transaction(engine) as conn:
+        conditions = filter_conditions(conn, _RP.c, filters)
+        if conditions is None:
+            return Listing([], None)
+        result = conn.execute(_LISTING.where(*conditions).order_by(_RP.c.id))
+        try:
+            rows = result.cursor.fetchall()
+        finally:
+            result.close()
+        # The raw stamps of one column share the driver's type (datetimes, or on
+        # SQLite strings of one fixed-width format), so the newest is their max.
+        newest = max(filter(None, map(itemgetter(5), rows)), default=None)
+        if newest is not None:
+            dialect = conn.dialect
+            convert = _STAMP.type.dialect_impl(dialect).result_processor(dialect, None)
+            if convert is not None:
+                newest = convert(newest)
+    return Listing(rows, newest)
 
 
 # --- writing -----------------------------------------------------------------
@@ -254,6 +174,7 @@ def create_provider(
             raise BadRequest(f"{failed}: a name is required.")
         _refuse_duplicates(conn, uuid=uuid, name=name)
         parent_id = root_id = None
+        root_uuid, parent_shown = uuid, None
         if parent_uuid is not None:
             if parent_uuid == uuid:
                 raise BadRequest(
@@ -262,23 +183,36 @@ def create_provider(
                 )
             parent = _parent_row(conn, parent_uuid, failed)
             parent_id, root_id = parent.id, parent.root_provider_id
-        insert = _rp.insert().values(
-            uuid=uuid,
-            name=name,
-            generation=0,
-            parent_provider_id=parent_id,
-            root_provider_id=root_id,
-            created_at=utcnow(),
-        )
+            parent_shown = parent.uuid
+            if root_id == parent.id:
+                root_uuid = parent.uuid
+            else:
+                root_uuid = conn.execute(_UUID_OF, {"provider_id": root_id}).scalar_one()
+        now = utcnow()
+        values = {
+            "uuid": uuid,
+            "name": name,
+            "generation": 0,
+            "parent_provider_id": parent_id,
+            "root_provider_id": root_id,
+            "created_at": now,
+        }
         try:
-            with conn.begin_nested():
-                new_id = conn.execute(insert).inserted_primary_key[0]
+            if is_sqlite(conn):
+                # The only writer (BEGIN IMMEDIATE), and a failed statement
+                # leaves the transaction usable: no savepoint needed.
+                new_id = conn.execute(_INSERT_PROVIDER, values).inserted_primary_key[0]
+            else:
+                with conn.begin_nested():
+                    new_id = conn.execute(_INSERT_PROVIDER, values).inserted_primary_key[0]
         except sa.exc.IntegrityError:  # a concurrent create won the race
             _refuse_duplicates(conn, uuid=uuid, name=name)
             raise
         if root_id is None:
-            conn.execute(_rp.update().where(_rp.c.id == new_id).values(root_provider_id=new_id))
-        return _load(conn, uuid)
+            conn.execute(_SET_ROOT, {"provider_id": new_id})
+        journal.touch(conn, (new_id,))
+        history.provider_created(conn, new_id, uuid, name, parent_uuid)
+        return Provider(new_id, uuid, name, 0, parent_shown, root_uuid, now, None)
 
 
 def update_provider(
@@ -346,7 +280,10 @@ def _update(
         raise taken from None
     if new_root is not None and subtree:
         conn.execute(_rp.update().where(_rp.c.id.in_(subtree)).values(root_provider_id=new_root))
-    return _load(conn, uuid)
+    journal.touch(conn, (row.id, *subtree))
+    found = _load(conn, uuid)
+    history.provider_updated(conn, row, found)
+    return found
 
 
 def delete_provider(engine: sa.Engine, uuid: str) -> None:
@@ -368,18 +305,38 @@ def delete_provider(engine: sa.Engine, uuid: str) -> None:
             raise ProviderInUse(
                 f"Unable to delete resource provider {uuid}: Resource provider has allocations."
             )
+        history.provider_deleting(conn, row)
         for table in (t.inventories, t.resource_provider_traits, t.resource_provider_aggregates):
             conn.execute(table.delete().where(table.c.resource_provider_id == row.id))
         conn.execute(_rp.delete().where(_rp.c.id == row.id))
+        journal.touch(conn, (row.id,))
 
 
 # --- helpers of the writers --------------------------------------------------
 
 
+_INSERT_PROVIDER = _rp.insert()
+_SET_ROOT = (
+    _rp.update()
+    .where(_rp.c.id == sa.bindparam("provider_id"))
+    .values(root_provider_id=sa.bindparam("provider_id"))
+)
+_UUID_OF = sa.select(_rp.c.uuid).where(_rp.c.id == sa.bindparam("provider_id"))
+_PARENT_ROW = sa.select(_rp).where(_rp.c.uuid == sa.bindparam("uuid"))
+_PARENT_ROW_LOCKED = _PARENT_ROW.with_for_update()
+_NAME_TAKEN = sa.select(_rp.c.id).where(_rp.c.name == sa.bindparam("name"))
+# Compared by the database, in its collation (case-insensitive on MySQL).
+_CLASHES = sa.select(
+    (_rp.c.uuid == sa.bindparam("uuid")).label("same_uuid"),
+    (_rp.c.name == sa.bindparam("name")).label("same_name"),
+).where(sa.or_(_rp.c.uuid == sa.bindparam("uuid"), _rp.c.name == sa.bindparam("name")))
+
+
 def _parent_row(conn: sa.Connection, parent_uuid: str, failed: str) -> sa.Row:
     """The would-be parent, locked (and read after the lock) so that it cannot
     vanish or change trees before we commit."""
-    row = conn.execute(locking(conn, sa.select(_rp).where(_rp.c.uuid == parent_uuid))).first()
+    query = _PARENT_ROW if is_sqlite(conn) else _PARENT_ROW_LOCKED
+    row = conn.execute(query, {"uuid": parent_uuid}).first()
     if row is None:
         raise BadRequest(f"{failed}: parent provider UUID does not exist.")
     return row
@@ -407,14 +364,15 @@ def _subtree_ids(conn: sa.Connection, row: sa.Row) -> list[int]:
 
 
 def _name_taken(conn: sa.Connection, name: str) -> bool:
-    return conn.execute(sa.select(_rp.c.id).where(_rp.c.name == name)).first() is not None
+    return conn.execute(_NAME_TAKEN, {"name": name}).first() is not None
 
 
 def _refuse_duplicates(conn: sa.Connection, *, uuid: str, name: str) -> None:
+    rows = conn.execute(_CLASHES, {"uuid": uuid, "name": name}).all()
     clashes = []
-    if conn.execute(sa.select(_rp.c.id).where(_rp.c.uuid == uuid)).first() is not None:
+    if any(row.same_uuid for row in rows):
         clashes.append(f"uuid: {uuid}")
-    if _name_taken(conn, name):
+    if any(row.same_name for row in rows):
         clashes.append(f"name: {name}")
     if clashes:
         raise DuplicateName(f"Conflicting resource provider {', '.join(clashes)} already exists.")

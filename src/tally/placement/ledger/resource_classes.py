@@ -20,6 +20,7 @@ import datetime as dt
 
 import sqlalchemy as sa
 
+from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import is_sqlite, transaction
 from tally.placement.ledger.common import has_rows, row_by_name, utcnow
@@ -72,6 +73,14 @@ def get_class(engine: sa.Engine, name: str) -> ResourceClass:
         return _get(conn, name)
 
 
+_FOR_INVENTORY = (
+    sa.select(rc.c.name, rc.c.id)
+    .where(rc.c.name.in_(sa.bindparam("names", expanding=True)))
+    .order_by(rc.c.id)
+)
+_FOR_INVENTORY_LOCKED = _FOR_INVENTORY.with_for_update(read=True, key_share=True)
+
+
 def lock_for_inventory(conn: sa.Connection, names: list[str] | set[str]) -> dict[str, int]:
     """`{name: id}` of the classes an inventory write is about to use, share-locked
     until commit so `delete_class` cannot remove them meanwhile (absent names are
@@ -79,10 +88,8 @@ def lock_for_inventory(conn: sa.Connection, names: list[str] | set[str]) -> dict
     names = set(names)
     if not names:
         return {}
-    query = sa.select(rc.c.name, rc.c.id).where(rc.c.name.in_(sorted(names))).order_by(rc.c.id)
-    if not is_sqlite(conn):
-        query = query.with_for_update(read=True, key_share=True)
-    return {row.name: row.id for row in conn.execute(query)}
+    query = _FOR_INVENTORY if is_sqlite(conn) else _FOR_INVENTORY_LOCKED
+    return {row.name: row.id for row in conn.execute(query, {"names": sorted(names)})}
 
 
 def _insert(conn: sa.Connection, name: str) -> ResourceClass:
@@ -90,6 +97,7 @@ def _insert(conn: sa.Connection, name: str) -> ResourceClass:
     new_id = max(t.CUSTOM_RC_START_ID, (top or 0) + 1)
     now = utcnow()
     conn.execute(rc.insert().values(id=new_id, name=name, created_at=now))
+    journal.touch_names(conn)
     return ResourceClass(new_id, name, now, None)
 
 
@@ -137,6 +145,7 @@ def rename_class(engine: sa.Engine, name: str, new_name: str) -> ResourceClass:
             conn.execute(
                 rc.update().where(rc.c.id == current.id).values(name=new_name, updated_at=now)
             )
+            journal.touch_names(conn)
             return dataclasses.replace(current, name=new_name, updated_at=now)
     except sa.exc.IntegrityError:
         raise Conflict(f"Resource class already exists: {new_name}") from None
@@ -157,3 +166,4 @@ def delete_class(engine: sa.Engine, name: str) -> None:
                     f"Class is in use in {where}."
                 )
         conn.execute(rc.delete().where(rc.c.id == current.id))
+        journal.touch_names(conn)

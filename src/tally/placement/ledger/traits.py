@@ -13,8 +13,10 @@ import datetime as dt
 
 import sqlalchemy as sa
 
+from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import is_sqlite, transaction
+from tally.placement.ledger import history
 from tally.placement.ledger.common import bump_generation, provider_row, row_by_name, utcnow
 from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict, NotFound
 
@@ -94,6 +96,7 @@ def ensure_trait(engine: sa.Engine, name: str) -> tuple[Trait, bool]:
             new_id = conn.execute(
                 tr.insert().values(name=name, created_at=now)
             ).inserted_primary_key[0]
+            journal.touch_names(conn)
             return Trait(new_id, name, now, None), True
     except sa.exc.IntegrityError:
         # Someone created it between our look and our insert: it exists now.
@@ -110,16 +113,29 @@ def delete_trait(engine: sa.Engine, name: str) -> None:
         if in_use.first() is not None:
             raise Conflict(f"The trait {name} is in use by a resource provider.")
         conn.execute(tr.delete().where(tr.c.id == trait.id))
+        journal.touch_names(conn)
+
+
+_TRAITS_OF = (
+    sa.select(tr)
+    .join(rpt, rpt.c.trait_id == tr.c.id)
+    .where(rpt.c.resource_provider_id == sa.bindparam("provider_id"))
+    .order_by(tr.c.name)
+)
+_WANTED = (
+    sa.select(tr).where(tr.c.name.in_(sa.bindparam("names", expanding=True))).order_by(tr.c.name)
+)
+_WANTED_LOCKED = _WANTED.with_for_update(read=True)
+_DELETE_TRAITS = (
+    rpt.delete()
+    .where(rpt.c.resource_provider_id == sa.bindparam("provider_id"))
+    .where(rpt.c.trait_id.in_(sa.bindparam("trait_ids", expanding=True)))
+)
+_INSERT_TRAITS = rpt.insert()
 
 
 def _traits_of(conn: sa.Connection, provider_id: int) -> list[Trait]:
-    query = (
-        sa.select(tr)
-        .join(rpt, rpt.c.trait_id == tr.c.id)
-        .where(rpt.c.resource_provider_id == provider_id)
-        .order_by(tr.c.name)
-    )
-    return [_from_row(row) for row in conn.execute(query)]
+    return [_from_row(row) for row in conn.execute(_TRAITS_OF, {"provider_id": provider_id})]
 
 
 def provider_traits(engine: sa.Engine, uuid: str) -> ProviderTraits:
@@ -141,10 +157,8 @@ def set_provider_traits(
                 "Resource provider's generation already changed. "
                 "Please update the generation and try again."
             )
-        query = sa.select(tr).where(tr.c.name.in_(set(names))).order_by(tr.c.name)
-        if not is_sqlite(conn):
-            query = query.with_for_update(read=True)
-        wanted = [_from_row(row) for row in conn.execute(query)]
+        query = _WANTED if is_sqlite(conn) else _WANTED_LOCKED
+        wanted = [_from_row(row) for row in conn.execute(query, {"names": list(set(names))})]
         missing = set(names) - {trait.name for trait in wanted}
         if missing:
             raise BadRequest(f"No such trait {', '.join(sorted(missing))}")
@@ -154,18 +168,17 @@ def set_provider_traits(
             return ProviderTraits(provider.generation, wanted)
         if have - want:
             conn.execute(
-                rpt.delete()
-                .where(rpt.c.resource_provider_id == provider.id)
-                .where(rpt.c.trait_id.in_(have - want))
+                _DELETE_TRAITS, {"provider_id": provider.id, "trait_ids": list(have - want)}
             )
         if want - have:
             now = utcnow()
             conn.execute(
-                rpt.insert(),
+                _INSERT_TRAITS,
                 [
                     {"resource_provider_id": provider.id, "trait_id": trait_id, "created_at": now}
                     for trait_id in sorted(want - have)
                 ],
             )
         new_generation = bump_generation(conn, provider.id, provider.generation, uuid)
+        history.traits_set(conn, provider.id, have, (trait.name for trait in wanted))
         return ProviderTraits(new_generation, wanted)

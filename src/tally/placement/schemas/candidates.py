@@ -1,7 +1,7 @@
 """Query-string schema of GET /allocation_candidates, as a table of
 (first microversion, schema); `for_version` picks the newest row not newer than
 the request. Values are checked here only for shape: the grammar of resources,
-required and member_of is parsed in `ledger.candidates.request`.
+required and member_of is parsed by `placement.candidate_query` (with `queryparams`).
 """
 
 from __future__ import annotations

@@ -2,13 +2,14 @@
 
     request.py    the query as request groups and request-wide parameters
     snapshot.py   the data the search reads, in a few bulk SQL queries
+    index.py      the same data held in memory per worker, kept current by the
+                  ledger journal (the default; the snapshot is the fallback)
     groups.py     what each group can take, per anchor tree
     search.py     names -> ids, run the groups, combine them into candidates
     summaries.py  limit, provider summaries, the answer in uuids and names
 
 `find_candidates` is the one entry point (`search_in` for a connection already
-open); a future in-memory index replaces `Snapshot` behind it without touching
-the handler.
+open, always on the database).
 """
 
 from __future__ import annotations
@@ -22,36 +23,51 @@ import sqlalchemy as sa
 
 from tally.db.engine import transaction
 from tally.placement.ledger.candidates import search, summaries
-from tally.placement.ledger.candidates.request import CandidateRequest, parse_query
+from tally.placement.ledger.candidates.index import Index, View
+from tally.placement.ledger.candidates.index import shared as shared_index
+from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.search import Options
 from tally.placement.ledger.candidates.snapshot import Snapshot
 from tally.placement.ledger.candidates.summaries import Result
 
 __all__ = [
     "CandidateRequest",
+    "Index",
     "Options",
     "Result",
     "find_candidates",
     "gc_paused",
-    "parse_query",
     "search_in",
+    "shared_index",
 ]
 
 
 def find_candidates(
-    engine: sa.Engine, request: CandidateRequest, options: Options | None = None
+    engine: sa.Engine,
+    request: CandidateRequest,
+    options: Options | None = None,
+    index: Index | None = None,
 ) -> Result:
-    """Allocation requests and provider summaries satisfying `request`, read
-    in one transaction."""
+    """Allocation requests and provider summaries satisfying `request`: from
+    `index` brought up to date, else read from the database, in one transaction."""
     with transaction(engine) as conn:
+        if index is not None:
+            with index.view(conn) as view:
+                if view is not None:
+                    return _search(view, request, options)
         return search_in(conn, request, options)
 
 
 def search_in(
     conn: sa.Connection, request: CandidateRequest, options: Options | None = None
 ) -> Result:
+    """The search on the database, over a connection already open."""
+    return _search(Snapshot(conn), request, options)
+
+
+def _search(source: Snapshot | View, request: CandidateRequest, options: Options | None) -> Result:
     options = options or Options()
-    ctx, found = search.run(Snapshot(conn), request, options)
+    ctx, found = search.run(source, request, options)
     if ctx is None:
         return Result([], {})
     return summaries.build(ctx, request, found, options)

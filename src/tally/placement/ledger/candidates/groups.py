@@ -18,8 +18,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 
+from tally.placement.ledger.candidates.index import View
 from tally.placement.ledger.candidates.request import RequestGroup
 from tally.placement.ledger.candidates.snapshot import Snapshot, Stock, fitting
 
@@ -46,7 +47,7 @@ class GroupIds:
 class Context:
     """What every group's search shares."""
 
-    snap: Snapshot
+    snap: Snapshot | View
     stock: dict[int, list[Stock]]  # class id -> inventories of the requested classes
     holders: dict[int, set[int]]  # trait id -> providers with it
     sharing: set[int]  # providers with MISC_SHARES_VIA_AGGREGATE
@@ -54,6 +55,7 @@ class Context:
     class_names: dict[int, str]
     root_of: dict[int, int] = dataclasses.field(default_factory=dict)  # provider -> root
     _anchors: dict[int, set[int]] = dataclasses.field(default_factory=dict)
+    at: int | None = None  # searching one anchor only (a walk tree by tree)
 
     def anchor_ok(self, root: int) -> bool:
         return self.anchor_roots is None or root in self.anchor_roots
@@ -68,6 +70,13 @@ class Context:
             for sp in wanted:
                 self._anchors[sp] = found.get(sp, set())
         return self._anchors[sharing_provider]
+
+    def shared_into(self, sharing_provider: int) -> Collection[int]:
+        """The anchors a sharing provider adds itself to in this search."""
+        anchors = self.anchors_of(sharing_provider)
+        if self.at is None:
+            return anchors
+        return (self.at,) if self.at in anchors else ()
 
     def holding_any(self, trait_ids: set[int]) -> set[int]:
         return set().union(*(self.holders.get(t, set()) for t in trait_ids))
@@ -116,7 +125,7 @@ def same_provider_parts(
         if anchor_roots is None or root in anchor_roots:
             by_anchor[root].append(part)
         if rp in ctx.sharing:
-            for anchor in sorted(ctx.anchors_of(rp)):
+            for anchor in sorted(ctx.shared_into(rp)):
                 if anchor != root and ctx.anchor_ok(anchor):
                     by_anchor[anchor].append(part)
     return by_anchor
@@ -166,19 +175,48 @@ def tree_parts(
             found.append((tuple(zip(combo, classes, amounts, strict=True)), providers))
         return found
 
-    if not (forbidden or required):
-        return LazyParts(common or set(), build)
-    parts = {anchor: build(anchor) for anchor in sorted(common or ())}
-    return {anchor: found for anchor, found in parts.items() if found}
+    def every(anchors: list[int]) -> list[Part]:
+        """The parts of all these anchors in one pass (the loop of `build`,
+        without a call per anchor for the usual tree)."""
+        found = []
+        append, n = found.append, len(ones)
+        for anchor in anchors:
+            if anchor in choosy:
+                found.extend(build(anchor))
+                continue
+            combo = tuple([one[anchor] for one in ones])
+            if forbidden and not forbidden.isdisjoint(combo):
+                continue
+            if required and not all([not held.isdisjoint(combo) for held in required]):
+                continue
+            first = combo[0]
+            providers = (first,) if combo.count(first) == n else tuple(sorted(set(combo)))
+            append((tuple(zip(combo, classes, amounts, strict=True)), providers))
+        return found
+
+    return LazyParts(common or set(), build, every, filtered=bool(forbidden or required))
 
 
 class LazyParts(Mapping[int, list[Part]]):
-    """Parts per anchor, each list built on first use."""
+    """Parts per anchor, each list built on first use. `filtered`: a trait filter
+    may leave an anchor without parts (then it maps to an empty list)."""
 
-    def __init__(self, anchors: set[int], build: Callable[[int], list[Part]]) -> None:
+    def __init__(
+        self,
+        anchors: set[int],
+        build: Callable[[int], list[Part]],
+        every: Callable[[list[int]], list[Part]],
+        filtered: bool = False,
+    ) -> None:
         self._anchors = anchors
         self._build = build
+        self.every = every
+        self.filtered = filtered
         self._built: dict[int, list[Part]] = {}
+
+    def any_part(self) -> bool:
+        """Whether some anchor has a part (building until one does)."""
+        return not self.filtered or any(self[anchor] for anchor in sorted(self._anchors))
 
     def __getitem__(self, anchor: int) -> list[Part]:
         if anchor not in self._anchors:
@@ -217,7 +255,7 @@ def _options(
     if sharing and ids.tree is None:
         for sp in sorted(sharing):
             own = ctx.root_of[sp]
-            for anchor in ctx.anchors_of(sp):
+            for anchor in ctx.shared_into(sp):
                 if anchor == own:
                     continue
                 if anchor in many:
@@ -237,6 +275,12 @@ def _filter_options(
     """root_required keeps anchors; member_of keeps a provider in an aggregate or
     anchored to a root in one; a forbidden aggregate drops either."""
     in_aggs, bad = ids.in_aggs, ids.bad_aggs
+    roots = ctx.anchor_roots
+    if in_aggs is None and not bad and roots is not None:  # root_required alone
+        return (
+            {a: rp for a, rp in one.items() if a in roots},
+            {a: rps for a, rps in many.items() if a in roots},
+        )
     kept_one: dict[int, int] = {}
     kept_many: dict[int, list[int]] = {}
     everything = [(a, [rp]) for a, rp in one.items()] + list(many.items())

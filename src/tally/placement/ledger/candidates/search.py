@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import random
 from collections import Counter
 from collections.abc import Iterator, Mapping
 
 from tally.placement.ledger.candidates import groups as g
-from tally.placement.ledger.candidates import narrow
+from tally.placement.ledger.candidates import narrow, walk
+from tally.placement.ledger.candidates.index import View
 from tally.placement.ledger.candidates.request import CandidateRequest, RequestGroup
-from tally.placement.ledger.candidates.snapshot import SHARING_TRAIT, Snapshot, room
+from tally.placement.ledger.candidates.snapshot import SHARING_TRAIT, Snapshot, Stock, room
 from tally.placement.ledger.errors import BadRequest
 
 Candidate = tuple[tuple[g.Alloc, ...], tuple[tuple[int, ...], ...]]  # (allocs, mappings)
@@ -43,7 +45,7 @@ class Names:
     members: dict[int, set[int]]  # aggregate id -> providers
 
     @classmethod
-    def load(cls, snap: Snapshot, request: CandidateRequest) -> Names:
+    def load(cls, snap: Snapshot | View, request: CandidateRequest) -> Names:
         trait_names = {SHARING_TRAIT} | request.root_required | request.root_forbidden
         agg_uuids: set[str] = set()
         for group in request.groups:
@@ -97,7 +99,7 @@ class Names:
 
 
 def run(
-    snap: Snapshot, request: CandidateRequest, options: Options, narrow: bool = True
+    snap: Snapshot | View, request: CandidateRequest, options: Options, narrow: bool = True
 ) -> tuple[g.Context | None, list[Candidate]]:
     """The candidates, and the context that holds what was read to find them.
 
@@ -123,6 +125,11 @@ def run(
         if roots is not None and sharing:
             snap.load_providers(sharing)  # their trees are read too: they anchor elsewhere
             roots |= {snap.rows[sp][2] for sp in sharing}
+    stop = _stop(request, options)
+    if isinstance(snap, View) and stop > 0 and _walkable(request, options, names):
+        found = _walk(snap, request, options, names, stop, roots, holders, sharing, anchor_roots)
+        if found is not None:
+            return found
     stock = snap.stock(names.classes.values(), roots)
     ctx = g.Context(
         snap=snap,
@@ -131,7 +138,7 @@ def run(
         sharing=sharing,
         anchor_roots=anchor_roots,
         class_names={rc: name for name, rc in names.classes.items()},
-        root_of={s[0]: s[1] for rows in stock.values() for s in rows},
+        root_of=_roots(snap, stock),
         _anchors=anchors,
     )
     parts: list[Mapping[int, list[g.Part]]] = []
@@ -143,16 +150,93 @@ def run(
             by_anchor = (g.same_provider_parts if group.use_same_provider else g.tree_parts)(
                 ctx, ids, stock
             )
-        if not by_anchor:
+        if not by_anchor or (isinstance(by_anchor, g.LazyParts) and not by_anchor.any_part()):
             if roots is not None and ids is not None and _any_unknown(names, request, i + 1):
-                return run(Snapshot(snap.conn), request, options, narrow=False)
+                return run(snap.fresh(), request, options, narrow=False)
             return ctx, []
         parts.append(by_anchor)
     return ctx, _merge(ctx, request, parts, options)
 
 
+def _stop(request: CandidateRequest, options: Options) -> int:
+    """How many candidates to make before stopping; -1: all of them."""
+    stop = options.max_candidates
+    if request.limit and request.nested_aware:  # (before 1.29 trees are filtered after)
+        if not options.randomize:
+            # The answer is the first `limit` candidates: no need to make more.
+            stop = request.limit if stop < 0 else min(stop, request.limit)
+        elif stop < 0:
+            # A random `limit`: the first ones of the trees in a random order.
+            stop = request.limit
+    return stop
+
+
+def _walkable(request: CandidateRequest, options: Options, names: Names) -> bool:
+    """Whether the tree-by-tree walk gives what the bulk search would: trees taken
+    in order, every group asking for resources, no unknown name to report."""
+    return (
+        options.strategy == "depth-first"
+        and all(group.resources for group in request.groups)
+        and not _any_unknown(names, request, 0)
+    )
+
+
+def _walk(
+    snap: View,
+    request: CandidateRequest,
+    options: Options,
+    names: Names,
+    stop: int,
+    bound: set[int] | None,
+    holders: dict[int, set[int]],
+    sharing: set[int],
+    anchor_roots: set[int] | None,
+) -> tuple[g.Context | None, list[Candidate]] | None:
+    """The first `stop` candidates, tree by tree (walk.py); None: search in bulk."""
+    index = snap.index
+    class_ids = set(names.classes.values())
+    ctx = g.Context(
+        snap=snap,
+        stock={rc: index.stock_list(rc) for rc in class_ids},
+        holders=holders,
+        sharing=sharing,
+        anchor_roots=anchor_roots,
+        class_names={rc: name for name, rc in names.classes.items()},
+        root_of=index.root_of,
+    )
+    resolved = [names.resolve(group) for group in request.groups]
+    if any(ids is None for ids in resolved):
+        return ctx, []  # an unknown aggregate or in_tree provider: nothing matches
+    roots = sorted(bound) if bound is not None else index.sorted_roots()
+    if options.randomize:
+        roots = random.sample(roots, len(roots))
+    if len(request.groups) == 1:
+
+        def combine(root: int, parts: list[list[g.Part]]) -> Iterator[Candidate]:
+            return ((allocs, (providers,)) for allocs, providers in parts[0])
+    else:
+        at: list[dict[int, list[g.Part]]] = [{} for _ in request.groups]
+        combiner = _Combiner(ctx, request, at, [])
+
+        def combine(root: int, parts: list[list[g.Part]]) -> Iterator[Candidate]:
+            for holder, part in zip(at, parts, strict=True):
+                holder.clear()
+                holder[root] = part
+            return combiner.candidates(root)
+
+    found = walk.first(ctx, resolved, roots, stop, combine)
+    return None if found is None else (ctx, found)
+
+
+def _roots(snap: Snapshot | View, stock: dict[int, list[Stock]]) -> dict[int, int]:
+    """Provider -> root, of every provider in `stock` (at least)."""
+    if isinstance(snap, View):
+        return snap.index.root_of  # every provider's (the search only adds the same)
+    return {s[0]: s[1] for rows in stock.values() for s in rows}
+
+
 def _allowed_anchors(
-    snap: Snapshot,
+    snap: Snapshot | View,
     request: CandidateRequest,
     names: Names,
     holders: dict[int, set[int]],
@@ -172,7 +256,8 @@ def _allowed_anchors(
 
     def reach(providers: set[int]) -> set[int]:
         snap.load_providers(providers)
-        found = {snap.rows[rp][2] for rp in providers}
+        rows = snap.rows
+        found = {rows[rp][2] for rp in providers}
         sharers = (providers & sharing) - anchors.keys()
         if sharers:
             by_sharer = snap.sharing_anchors(sharers)
@@ -204,16 +289,17 @@ def _merge(
     options: Options,
 ) -> list[Candidate]:
     anchors = sorted(set.intersection(*(set(p) for p in parts)))
-    stop = options.max_candidates
-    if request.limit and not options.randomize and request.nested_aware:
-        # The answer is the first `limit` candidates: no need to make more.
-        stop = request.limit if stop < 0 else min(stop, request.limit)
+    stop = _stop(request, options)
+    if options.randomize and request.limit and options.max_candidates < 0:
+        anchors = random.sample(anchors, len(anchors))
     if len(parts) == 1 and stop < 0:
-        # The common case, without a cut: every part is a candidate (the same
-        # one may come from several anchors when only sharing providers give).
+        # The common case, without a cut: every part is a candidate.
         only = parts[0]
-        keys = [(allocs, (rps,)) for a in anchors for allocs, rps in only[a]]
-        return list(dict.fromkeys(keys))
+        if isinstance(only, g.LazyParts):
+            found = only.every(anchors)
+        else:
+            found = [part for a in anchors for part in only[a]]
+        return _distinct([(allocs, (rps,)) for allocs, rps in found], ctx.sharing)
     if len(parts) == 1:
         only = parts[0]
 
@@ -237,6 +323,23 @@ def _merge(
     return list(found)
 
 
+def _distinct(found: list[Candidate], sharing: set[int]) -> list[Candidate]:
+    """`found` without repeats: only a candidate all of whose providers share
+    can come again (from each tree they share into)."""
+    if not sharing:
+        return found
+    seen: set[Candidate] = set()
+    kept = []
+    for candidate in found:
+        providers = candidate[1][0]
+        if providers[0] in sharing and sharing.issuperset(providers):
+            if candidate in seen:
+                continue
+            seen.add(candidate)
+        kept.append(candidate)
+    return kept
+
+
 def _round_robin(streams: list[Iterator[Candidate]]) -> Iterator[Candidate]:
     """One candidate from each anchor in turn, so a cut keeps every tree in play."""
     active = list(streams)
@@ -248,6 +351,29 @@ def _round_robin(streams: list[Iterator[Candidate]]) -> Iterator[Candidate]:
                 still.append(stream)
                 break
         active = still
+
+
+class _Room(dict):
+    """(provider, class) -> the most one request may take of it, for the classes
+    several groups ask for; worked out on first use (most are never asked)."""
+
+    def __init__(
+        self,
+        stock: dict[int, list[Stock]],
+        classes: set[int],
+        by_class: dict[int, dict[int, Stock]] | None = None,
+    ) -> None:
+        super().__init__()
+        self.stock, self.classes = stock, classes
+        self.rows: dict[int, dict[int, Stock]] = by_class if by_class is not None else {}
+
+    def __missing__(self, key: tuple[int, int]) -> int:
+        rp, rc = key
+        rows = self.rows.get(rc)
+        if rows is None:
+            rows = self.rows[rc] = {s[0]: s for s in self.stock.get(rc, ())}
+        found = self[key] = room(rows[rp])
+        return found
 
 
 class _Combiner:
@@ -269,7 +395,8 @@ class _Combiner:
         class_ids = {name: rc for rc, name in ctx.class_names.items()}
         counts = Counter(class_ids[name] for group in request.groups for name in group.resources)
         shared = {rc for rc, n in counts.items() if n > 1}
-        self.room = {(s[0], rc): room(s) for rc in shared for s in ctx.stock.get(rc, ())}
+        index = ctx.snap.index.by_class if isinstance(ctx.snap, View) else None
+        self.room = _Room(ctx.stock, shared, index)
         self.ancestors: dict[int, frozenset[int]] = {}
         if self.subtrees:  # ancestry: providers come from the anchor trees or share
             snap = ctx.snap
@@ -278,9 +405,9 @@ class _Combiner:
         self.rows = ctx.snap.rows
 
     def candidates(self, anchor: int) -> Iterator[Candidate]:
-        lists = [group[anchor] for group in self.parts]
-        if self.isolate and not self._enough_providers(lists):
+        if self.isolate and not self._enough_providers(anchor):
             return
+        lists = [group[anchor] for group in self.parts]
         yield from self._walk(lists, 0, [], {}, set())
 
     def _walk(
@@ -306,8 +433,8 @@ class _Combiner:
                 continue
             added = []
             for rp, rc, amount in allocs:
-                key = (rp, rc)
-                if key in limits:
+                if rc in limits.classes:
+                    key = (rp, rc)
                     total = taken.get(key, 0) + amount
                     if total > limits[key]:
                         break
@@ -323,11 +450,18 @@ class _Combiner:
             for key, amount in added:
                 taken[key] -= amount
 
-    def _enough_providers(self, lists: list[list[g.Part]]) -> bool:
+    def _enough_providers(self, anchor: int) -> bool:
         """Isolated groups need as many providers as there are suffixed groups
         (a cheap first test: a flat tree fails it at once)."""
-        providers = {p[1][0] for i, parts in enumerate(lists) if self.granular[i] for p in parts}
-        return len(providers) >= sum(self.granular)
+        need = sum(self.granular)
+        seen: set[int] = set()
+        for i, parts in enumerate(self.parts):
+            if self.granular[i]:
+                for part in parts[anchor]:
+                    seen.add(part[1][0])
+                    if len(seen) >= need:
+                        return True
+        return False
 
     @staticmethod
     def _consolidate(chosen: list[g.Part]) -> Candidate:

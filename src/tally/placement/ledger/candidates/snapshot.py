@@ -52,7 +52,7 @@ def room(s: Stock) -> int:
     return min(s[2] - s[3], s[5])
 
 
-def _capacity(total: int, reserved: int, ratio: float) -> int:
+def capacity_of(total: int, reserved: int, ratio: float) -> int:
     return min(int((total - reserved) * ratio), MAX_CAPACITY)
 
 
@@ -66,6 +66,10 @@ class Snapshot:
         self.rows: dict[int, ProviderRow] = {}
         self._trees: set[int] = set()
         self._has_trees: bool | None = None
+
+    def fresh(self) -> Snapshot:
+        """A snapshot that has read nothing yet, on the same connection."""
+        return Snapshot(self.conn)
 
     def _in(self, column: sa.ColumnElement, ids: Collection[int]) -> sa.ColumnElement[bool]:
         """`column IN ids`, sent as one parameter where the database allows."""
@@ -207,7 +211,7 @@ class Snapshot:
         )
         for rc, rp, root, total, reserved, ratio, low, high, step, used in self._all(query):
             if roots is None or root in roots:
-                capacity_ = _capacity(total, reserved, ratio)
+                capacity_ = capacity_of(total, reserved, ratio)
                 found[rc].append((rp, root, capacity_, int(used or 0), low, high, step))
         return found
 
@@ -245,7 +249,7 @@ class Snapshot:
         want = set(roots)
         query = _stock_query(cond, classes, self.correlated)
         return [
-            (rp, rc, _capacity(total, reserved, ratio), int(used or 0))
+            (rp, rc, capacity_of(total, reserved, ratio), int(used or 0))
             for rc, rp, root, total, reserved, ratio, _, _, _, used in self._all(query)
             if root in want
         ]

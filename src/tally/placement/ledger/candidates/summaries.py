@@ -15,6 +15,7 @@ import random
 from typing import Any
 
 from tally.placement.ledger.candidates.groups import Context
+from tally.placement.ledger.candidates.index import View
 from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.search import Candidate, Options
 
@@ -50,18 +51,20 @@ def build(
     if not found:
         return Result([], {})
     roots = {root_of[rp] for allocs, _ in found for rp, _, _ in allocs}
-    snap.load_trees(roots)
-    rows = snap.rows
-    if scope is None:
-        members = [rp for rp, row in rows.items() if row[2] in roots]
+    if isinstance(snap, View):  # every tree is at hand
+        trees = snap.index.trees
+        members = {rp for root in roots for rp in trees[root]}
+        if scope is not None:
+            members &= scope
     else:
-        members = [rp for rp in scope if root_of[rp] in roots]
-    mapped = {rp for _, mappings in found for providers in mappings for rp in providers}
-    snap.load_providers(mapped)
-    return Result(
-        _requests(ctx, request, found),
-        _summaries(ctx, request, set(members), roots),
-    )
+        snap.load_trees(roots)
+        if scope is None:
+            members = {rp for rp, row in snap.rows.items() if row[2] in roots}
+        else:
+            members = {rp for rp in scope if root_of[rp] in roots}
+        mapped = {rp for _, mappings in found for providers in mappings for rp in providers}
+        snap.load_providers(mapped)
+    return Result(_requests(ctx, request, found), _summaries(ctx, request, members, roots))
 
 
 def _one_per_tree(candidate: Candidate, root_of: dict[int, int]) -> bool:
@@ -75,37 +78,36 @@ def _requests(
     rows = ctx.snap.rows
     names = ctx.class_names
     suffixes = [group.suffix for group in request.groups]
-    # One "resources" object per distinct (classes, amounts) of a provider: most
-    # candidates ask the same of their providers, so they share it (read-only).
-    shared: dict[tuple[tuple[int, int], ...], dict[str, dict[str, int]]] = {}
     single = len(suffixes) == 1
+    if single:  # one provider gives the whole group: always the same resources
+        ids = {name: rc for rc, name in names.items()}
+        amounts = sorted((ids[name], n) for name, n in request.groups[0].resources.items())
+        whole = {"resources": {names[rc]: n for rc, n in amounts}}  # shared, read-only
+        only = suffixes[0]
     out = []
+    append = out.append
     for allocs, mappings in found:
-        if single and len(mappings[0]) == 1:  # one group, one provider: the usual case
-            key = tuple([(rc, n) for _, rc, n in allocs])
-            entry = shared.get(key)
-            if entry is None:
-                entry = shared[key] = {"resources": {names[rc]: n for rc, n in key}}
-            uuid = rows[mappings[0][0]][0]
-            out.append({"allocations": {uuid: entry}, "mappings": {suffixes[0]: [uuid]}})
-            continue
-        by_provider: dict[int, list[tuple[int, int]]] = {}
+        if single:
+            providers = mappings[0]
+            if len(providers) == 1:  # one group, one provider: the usual case
+                uuid = rows[providers[0]][0]
+                append({"allocations": {uuid: whole}, "mappings": {only: [uuid]}})
+                continue
+            mapped = {only: [rows[rp][0] for rp in providers]}
+        else:
+            mapped = {
+                suffix: [rows[rp][0] for rp in providers]
+                for suffix, providers in zip(suffixes, mappings, strict=True)
+            }
+        allocations: dict[str, dict[str, dict[str, int]]] = {}
         for rp, rc, amount in allocs:
-            if rp in by_provider:
-                by_provider[rp].append((rc, amount))
-            else:
-                by_provider[rp] = [(rc, amount)]
-        allocations = {}
-        for rp, taken in by_provider.items():
-            key = tuple(taken)
-            entry = shared.get(key)
+            uuid = rows[rp][0]
+            entry = allocations.get(uuid)
             if entry is None:
-                entry = shared[key] = {"resources": {names[rc]: n for rc, n in taken}}
-            allocations[rows[rp][0]] = entry
-        mapped = {}
-        for suffix, providers in zip(suffixes, mappings, strict=True):
-            mapped[suffix] = [rows[rp][0] for rp in providers]
-        out.append({"allocations": allocations, "mappings": mapped})
+                allocations[uuid] = {"resources": {names[rc]: amount}}
+            else:
+                entry["resources"][names[rc]] = amount
+        append({"allocations": allocations, "mappings": mapped})
     return out
 
 
@@ -113,6 +115,8 @@ def _summaries(
     ctx: Context, request: CandidateRequest, members: set[int], roots: set[int]
 ) -> dict[str, dict[str, Any]]:
     snap = ctx.snap
+    if request.all_summary_classes and isinstance(snap, View):  # kept whole per provider
+        return snap.index.summaries(sorted(members))
     resources: dict[int, dict[str, dict[str, int]]] = {rp: {} for rp in members}
     names = ctx.class_names
     for rc, rows in ctx.stock.items():

@@ -1,0 +1,96 @@
+"""`tally capacity`: how many more of a flavor or a shape fit, per host or aggregate."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import click
+
+from tally.cli.context import Context, Output, output_options, pass_context
+from tally.cli.filters import member_of_params, required_params
+from tally.cli.scripting import ScriptCommand, summary
+from tally.doctor import capacity as doctor
+
+COLUMNS = {
+    "provider": ("provider", "uuid", "fits", "limiting"),
+    "aggregate": ("aggregate", "providers", "fits"),
+}
+
+
+def parse_resources(values: tuple[str, ...]) -> dict[str, int]:
+    """`VCPU=4,MEMORY_MB=8192` (`:` works too; repeatable) -> {class: amount}."""
+    found: dict[str, int] = {}
+    for part in (p.strip() for value in values for p in value.split(",")):
+        rc, sep, amount = part.replace(":", "=", 1).partition("=")
+        if not (sep and rc.strip() and amount.strip().isdigit() and int(amount) > 0):
+            raise click.BadParameter(f"{part!r} is not CLASS=AMOUNT", param_hint="--resource")
+        found[rc.strip()] = int(amount)
+    return found
+
+
+@click.command("capacity", cls=ScriptCommand)
+@click.option("--flavor", help="A flavor of the compute API (name or id): its claim's shape.")
+@click.option(
+    "--resource",
+    "resources",
+    multiple=True,
+    metavar="CLASS=N[,CLASS=N...]",
+    help="The shape, e.g. VCPU=4,MEMORY_MB=8192 (repeatable).",
+)
+@click.option(
+    "--required",
+    multiple=True,
+    metavar="TRAIT",
+    help="A trait the candidates must have; `!TRAIT` forbids; `A,B` any of (repeatable).",
+)
+@click.option("--member-of", multiple=True, metavar="AGGREGATES", help="Aggregates, `A,B` any of.")
+@click.option(
+    "--by",
+    type=click.Choice(["provider", "aggregate"]),
+    default="provider",
+    show_default=True,
+    help="One row per host provider, or per aggregate of the hosts.",
+)
+@output_options
+@pass_context
+def capacity(
+    ctx: Context,
+    out: Output,
+    flavor: str | None,
+    resources: tuple[str, ...],
+    required: tuple[str, ...],
+    member_of: tuple[str, ...],
+    by: str,
+) -> None:
+    """How many more instances of a shape fit, counted exactly on current usage:
+    one GET /allocation_candidates lists every way one fits (allocation ratios,
+    reserved, min/max unit, step size, nested trees, sharing providers), then the
+    room each provider summary reports is filled candidate after candidate, in
+    the order the server answers, as claiming the first candidate until refused
+    would. A row per host (the root of the tree giving the instance's own
+    resources; an instance served by sharing providers alone counts on the
+    sharing provider) with the classes that stop it (`limiting`), or per
+    aggregate of the hosts (a host in two counts in both). The total is on
+    stderr. Disabled compute hosts count unless `--required
+    '!COMPUTE_STATUS_DISABLED'`, as Nova asks. Exit 0 when at least one fits, 1
+    when none does or on error, 127 bad input.
+    """
+    if bool(flavor) == bool(resources):
+        raise click.UsageError("give either --flavor NAME or --resource CLASS=N,...")
+    traits = tuple(required_params(required))
+    aggregates = tuple(member_of_params(member_of))
+    if flavor:
+        try:
+            shape = doctor.flavor_shape(ctx.compute, flavor, traits, aggregates)
+        except doctor.UnknownFlavor as exc:
+            raise click.BadParameter(str(exc), param_hint="--flavor") from exc
+    else:
+        shape = doctor.Shape(parse_resources(resources), traits, aggregates)
+    report = doctor.read_capacity(ctx.client, shape, by)
+    out.rows(COLUMNS[by], map(dataclasses.asdict, report.rows))
+    hosts = len(report.fill.hosts)
+    summary(f"{report.total} more of {shape.text()} fit, on {hosts} provider{'s' * (hosts != 1)}")
+    for note in shape.notes:
+        summary(f"Note: {note}")
+    if report.total == 0:
+        raise click.exceptions.Exit(1)

@@ -1,0 +1,98 @@
+"""`tally history`: the claim history of a consumer or a provider (Tally's own API,
+`GET /tally/v1/history`; admin only)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import click
+
+from tally.cli.context import PROVIDER, Context, Output, ProviderRef, output_options, pass_context
+from tally.cli.scripting import Duration, ScriptCommand
+from tally.clients.errors import PlacementError
+
+COLUMNS = (
+    "time",
+    "action",
+    "consumer",
+    "consumer_type",
+    "provider",
+    "resource_class",
+    "before",
+    "after",
+    "provider_generation",
+    "consumer_generation",
+    "request_id",
+    "global_request_id",
+    "user_id",
+    "project_id",
+    "detail",
+)
+PAGE = 1000  # the most the API gives at once
+
+
+@click.command("history", cls=ScriptCommand)
+@click.argument("consumer", required=False)
+@click.option("--provider", type=PROVIDER, help="Only changes of this provider (uuid or name).")
+@click.option(
+    "--since", type=Duration(), help="Only changes of this last while (90s, 30m, 1h, 7d)."
+)
+@click.option(
+    "--until", type=Duration(), help="Only changes at least this old (1h: before an hour ago)."
+)
+@click.option(
+    "--limit",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="At most this many changes, the newest.",
+)
+@output_options
+@pass_context
+def history(
+    ctx: Context,
+    out: Output,
+    consumer: str | None,
+    provider: str | None,
+    since: dt.timedelta | None,
+    until: dt.timedelta | None,
+    limit: int,
+) -> None:
+    """The claim history, newest first: each change of allocations (before and after,
+    per consumer, provider and class), inventories, providers (created, renamed or
+    re-parented, deleted), traits and aggregates, with the Placement request that
+    made it, the caller's global request id (nova-api's or nova-compute's), user and
+    project. `tally history CONSUMER`, `tally history --provider RP --since 7d`; with
+    neither, every change. Tally's own API (admin only): upstream Placement has none.
+    """
+    if consumer is not None and not ProviderRef.UUID.match(consumer):
+        raise click.BadParameter(f"{consumer!r} is not a uuid", param_hint="CONSUMER")
+    now = dt.datetime.now(dt.UTC)
+    params = {
+        "consumer": consumer,
+        "provider": provider,
+        "since": _stamp(now - since) if since is not None else None,
+        "until": _stamp(now - until) if until is not None else None,
+    }
+    rows: list[dict] = []
+    marker = None
+    while len(rows) < limit:
+        wanted = {**params, "limit": min(limit - len(rows), PAGE), "marker": marker}
+        try:
+            page = ctx.client.history(wanted)
+        except PlacementError as exc:
+            if exc.status != 404:
+                raise
+            raise click.ClickException(
+                "this Placement has no claim history (GET /tally/v1/history answered "
+                "404): it is Tally's own API"
+            ) from exc
+        rows += page["history"]
+        marker = page.get("next_marker")
+        if not marker:
+            break
+    out.rows(COLUMNS, rows)
+
+
+def _stamp(when: dt.datetime) -> str:
+    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

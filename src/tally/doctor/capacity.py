@@ -1,0 +1,145 @@
+"""`tally capacity`: how many more of a shape fit, read over the public APIs.
+
+One `GET /allocation_candidates` for the shape (no `limit`: every way one instance
+fits), filled by `tally.capacity.fill`; provider names from `GET
+/resource_providers`; for the per-aggregate view, each host's aggregates. A
+flavor's shape comes from the compute API the way Nova turns a flavor into a
+request: VCPU = vcpus, MEMORY_MB = ram, DISK_GB = disk + ephemeral + swap in GiB
+rounded up, then `resources:CLASS=N` extra specs (0 drops a class) and
+`trait:NAME=required|forbidden`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from tally import capacity
+from tally.clients.compute import ComputeClient
+from tally.clients.placement import PlacementClient
+from tally.doctor.heal import flavor_resources
+
+# Nova's numbered request groups (resources1:..., trait_GPU:...): not one group.
+SUFFIXED_SPEC = re.compile(r"^(resources|trait)[^:]+:")
+
+
+class UnknownFlavor(LookupError):
+    pass
+
+
+@dataclasses.dataclass(frozen=True)
+class Shape:
+    """One instance: the classes it takes and the query filters it carries
+    (`required` and `member_of` as Placement's query values)."""
+
+    resources: dict[str, int]
+    required: tuple[str, ...] = ()
+    member_of: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+
+    def text(self) -> str:
+        return ",".join(f"{rc}={n}" for rc, n in self.resources.items())
+
+    def query(self) -> dict[str, Any]:
+        return {
+            "resources": ",".join(f"{rc}:{n}" for rc, n in self.resources.items()),
+            "required": list(self.required),
+            "member_of": list(self.member_of),
+        }
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderRow:
+    provider: str | None  # the host's name
+    uuid: str
+    fits: int
+    limiting: list[str]  # `CLASS`, or `CLASS on NAME` when another tree gives it
+
+
+@dataclasses.dataclass(frozen=True)
+class AggregateRow:
+    aggregate: str | None
+    providers: int
+    fits: int
+
+
+@dataclasses.dataclass(frozen=True)
+class CapacityReport:
+    shape: Shape
+    total: int
+    rows: list[ProviderRow] | list[AggregateRow]
+    fill: capacity.Fill
+
+
+def flavor_shape(
+    compute: ComputeClient,
+    name: str,
+    required: tuple[str, ...] = (),
+    member_of: tuple[str, ...] = (),
+) -> Shape:
+    """The shape of one server of flavor NAME (or id); UnknownFlavor if none."""
+    listing = compute.get("/flavors/detail", {"is_public": "None"})["flavors"]
+    flavor = next((f for f in listing if f.get("name") == name), None)
+    flavor = flavor or next((f for f in listing if f.get("id") == name), None)
+    if flavor is None:
+        raise UnknownFlavor(f"no flavor named {name!r} in the compute API")
+    specs = flavor.get("extra_specs")
+    if specs is None:  # before compute 2.61
+        specs = compute.get(f"/flavors/{flavor['id']}/os-extra_specs").get("extra_specs") or {}
+    ephemeral = flavor.get("OS-FLV-EXT-DATA:ephemeral", flavor.get("ephemeral"))
+    resources = flavor_resources({**flavor, "ephemeral": ephemeral, "extra_specs": specs})
+    traits = []
+    for key, value in sorted(specs.items()):
+        if key.startswith("trait:") and value in ("required", "forbidden"):
+            trait = key.split(":", 1)[1]
+            traits.append(trait if value == "required" else f"!{trait}")
+    notes = tuple(
+        f"flavor {name}: extra spec {key} (a numbered request group) is not counted"
+        for key in sorted(specs)
+        if SUFFIXED_SPEC.match(key)
+    )
+    asked = (",".join(traits),) if traits else ()
+    return Shape(resources, tuple(required) + asked, tuple(member_of), notes)
+
+
+def read_capacity(client: PlacementClient, shape: Shape, by: str = "provider") -> CapacityReport:
+    """How many more of `shape` fit, per host (`by="provider"`) or per aggregate."""
+    client.require("1.10", "counting what fits from allocation candidates")
+    answer = client.get("/allocation_candidates", shape.query())
+    filled = capacity.fill(answer)
+    names = {}
+    if filled.hosts:
+        listing = client.get("/resource_providers")["resource_providers"]
+        names = {p["uuid"]: p.get("name") for p in listing}
+    if by == "aggregate":
+        aggregates = {
+            h.uuid: client.get(f"/resource_providers/{h.uuid}/aggregates")["aggregates"]
+            for h in filled.hosts
+        }
+        rows: list = [
+            AggregateRow(a.aggregate, len(a.hosts), a.fits)
+            for a in capacity.by_aggregate(filled.hosts, aggregates)
+        ]
+    else:
+        rows = [
+            ProviderRow(names.get(h.uuid), h.uuid, h.fits, limiting(filled, h, names))
+            for h in filled.hosts
+        ]
+        rows.sort(key=lambda r: (r.provider or "", r.uuid))
+    return CapacityReport(shape, filled.total, rows, filled)
+
+
+def limiting(
+    filled: capacity.Fill, host: capacity.HostFit, names: Mapping[str, str | None]
+) -> list[str]:
+    """The classes that stop the host's candidates, named on the provider giving
+    them when that is another tree (a sharing provider)."""
+    found: dict[str, None] = {}
+    for rp, rc in host.limiting:
+        if filled.root_of.get(rp, rp) == host.uuid:
+            found[rc] = None
+        else:
+            found[f"{rc} on {names.get(rp) or rp}"] = None
+    return sorted(found)

@@ -1,0 +1,412 @@
+"""What the candidate search reads, held in memory by each worker process.
+
+`Index` loads providers, trees, inventories with capacity, usage, traits and
+aggregates once (ids, never names, in plain dicts and tuples of ints), then
+stays current through the ledger journal (`tally.db.journal`): before a search
+it reads the journal's version, one indexed row, and when another writer moved
+it, reloads just the providers changed since (a full reload only after a gap
+the journal no longer covers). Writes never read the index: a claim's capacity
+check stays in its own database transaction.
+
+`View` answers the `Snapshot` questions from the index, so the search and the
+summaries run unchanged over either.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import resource
+import threading
+import weakref
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Iterator
+from typing import Any
+
+import sqlalchemy as sa
+
+from tally.db import journal
+from tally.db import schema as t
+from tally.placement.ledger.candidates.snapshot import ProviderRow, Stock, capacity_of
+
+LOG = logging.getLogger(__name__)
+CHUNK = 500  # ids per IN list when reloading a set of providers
+
+_RP, _INV, _ALLOC = t.resource_providers, t.inventories, t.allocations
+_RPT, _RPA, _AGG = (
+    t.resource_provider_traits,
+    t.resource_provider_aggregates,
+    t.placement_aggregates,
+)
+
+Inventory = tuple[int, int, int, int]  # capacity, min_unit, max_unit, step_size
+
+
+_SHARED: weakref.WeakValueDictionary[str, Index] = weakref.WeakValueDictionary()
+_SHARED_LOCK = threading.Lock()
+
+
+def shared(engine: sa.Engine, max_mb: int) -> Index:
+    """The one index of this process for the database of `engine`: every app on it
+    (Placement, the operator page's own client) searches the same copy."""
+    key = engine.url.render_as_string(hide_password=False)
+    with _SHARED_LOCK:
+        index = _SHARED.get(key)
+        if index is None:
+            index = _SHARED[key] = Index(max_mb)
+        return index
+
+
+def rss_mb() -> float:
+    """Resident memory of this process now, in MiB (the peak where /proc is missing)."""
+    try:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * resource.getpagesize() / 2**20
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+class Index:
+    """The providers of one database, as of `version` of its journal."""
+
+    def __init__(self, max_mb: int = 0) -> None:
+        self.max_mb = max_mb  # 0: no cap
+        self.enabled = True
+        self.version: int | None = None
+        self.grown_mb = 0.0  # resident memory the last full load added
+        self.measure = rss_mb
+        self._lock = threading.Lock()
+        self._clear()
+
+    def _clear(self) -> None:
+        self.rows: dict[int, ProviderRow] = {}
+        self.by_uuid: dict[str, int] = {}
+        self.root_of: dict[int, int] = {}
+        self.roots: set[int] = set()
+        self._sorted_roots: list[int] | None = None
+        self.trees: dict[int, set[int]] = defaultdict(set)  # root -> its providers
+        self.inventories: dict[int, dict[int, Inventory]] = {}  # provider -> class -> ...
+        self.used: dict[int, dict[int, int]] = {}  # provider -> class -> used
+        self.by_class: dict[int, dict[int, Stock]] = defaultdict(dict)  # class -> provider
+        self._stock_lists: dict[int, list[Stock]] = {}
+        self.traits: dict[int, set[int]] = {}  # provider -> trait ids
+        self.holders: dict[int, set[int]] = defaultdict(set)  # trait -> providers
+        self.aggregates: dict[int, set[int]] = {}  # provider -> aggregate ids
+        self.members: dict[int, set[int]] = defaultdict(set)  # aggregate -> providers
+        self.aggregate_ids: dict[str, int] = {}
+        self.class_ids: dict[str, int] = {}
+        self.class_names: dict[int, str] = {}
+        self.trait_ids: dict[str, int] = {}
+        self.trait_names: dict[int, str] = {}
+        self._summaries: dict[int, dict[str, Any]] = {}
+
+    @contextlib.contextmanager
+    def view(self, conn: sa.Connection) -> Iterator[View | None]:
+        """The index brought up to date, held for one search; None when the index
+        is off (over its memory cap): then the caller reads the database."""
+        with self._lock:
+            if self.enabled:
+                self._catch_up(conn)
+            yield View(self, conn) if self.enabled else None
+
+    # -- keeping up with the journal ------------------------------------------
+
+    def _catch_up(self, conn: sa.Connection) -> None:
+        version = journal.current(conn)
+        if version == self.version:
+            return
+        behind = self.version is not None and version > self.version
+        found = (
+            journal.since(conn, self.version, version) if behind else None
+        )  # else: new, or reset
+        if found is None or journal.EVERYTHING in found[1]:
+            self._load_everything(conn, version)
+            return
+        newest, changed = found
+        if journal.NAMES in changed:
+            self._load_names(conn)
+            self._summaries.clear()  # a renamed class shows in every summary
+        changed.discard(journal.NAMES)
+        if changed:
+            self._reload(conn, changed)
+        self.version = max(version, newest)
+
+    def _load_everything(self, conn: sa.Connection, version: int) -> None:
+        self._clear()
+        before = self.measure()
+        self._load_names(conn)
+        self._load(conn, None)
+        self.version = version
+        self.grown_mb = self.measure() - before
+        LOG.info(
+            "candidates index loaded: %d providers at ledger version %d (%+.0f MiB)",
+            len(self.rows),
+            version,
+            self.grown_mb,
+        )
+        if self.max_mb and self.grown_mb > self.max_mb:
+            LOG.warning(
+                "candidates index needs more than candidates_index_max_mb=%d MiB: "
+                "searching the database instead until restart",
+                self.max_mb,
+            )
+            self.enabled = False
+            self._clear()
+
+    def _load_names(self, conn: sa.Connection) -> None:
+        classes = conn.execute(sa.select(t.resource_classes.c.id, t.resource_classes.c.name))
+        self.class_names = dict(classes.all())
+        self.class_ids = {name: rc for rc, name in self.class_names.items()}
+        traits = conn.execute(sa.select(t.traits.c.id, t.traits.c.name))
+        self.trait_names = dict(traits.all())
+        self.trait_ids = {name: tr for tr, name in self.trait_names.items()}
+
+    def _reload(self, conn: sa.Connection, ids: set[int]) -> None:
+        for rp in ids:
+            self._drop(rp)
+        ordered = sorted(ids)
+        for start in range(0, len(ordered), CHUNK):
+            self._load(conn, ordered[start : start + CHUNK])
+
+    def _drop(self, rp: int) -> None:
+        row = self.rows.pop(rp, None)
+        if row is not None:
+            del self.by_uuid[row[0]]
+            del self.root_of[rp]
+            self.roots.discard(rp)
+            self._sorted_roots = None
+            tree = self.trees.get(row[2])
+            if tree is not None:
+                tree.discard(rp)
+                if not tree:
+                    del self.trees[row[2]]
+        for rc in self.inventories.pop(rp, {}):
+            self.by_class[rc].pop(rp, None)
+            self._stock_lists.pop(rc, None)
+        self.used.pop(rp, None)
+        for trait in self.traits.pop(rp, ()):
+            self.holders[trait].discard(rp)
+        for agg in self.aggregates.pop(rp, ()):
+            self.members[agg].discard(rp)
+        self._summaries.pop(rp, None)
+
+    def _load(self, conn: sa.Connection, ids: list[int] | None) -> None:
+        """Read the given providers (None: all) into the index."""
+
+        def rows(query: sa.Select, column: sa.ColumnElement) -> list[tuple]:
+            if ids is not None:
+                query = query.where(column.in_(ids))
+            result = conn.execute(query)
+            try:
+                return result.cursor.fetchall()
+            finally:
+                result.close()
+
+        providers = rows(
+            sa.select(_RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id, _RP.c.root_provider_id),
+            _RP.c.id,
+        )
+        for rp, uuid, parent, root in providers:
+            self.rows[rp] = (uuid, parent, root)
+            self.by_uuid[uuid] = rp
+            self.root_of[rp] = root
+            self.trees[root].add(rp)
+            if parent is None:
+                self.roots.add(rp)
+        self._sorted_roots = None
+        inventories = sa.select(
+            _INV.c.resource_provider_id,
+            _INV.c.resource_class_id,
+            _INV.c.total,
+            _INV.c.reserved,
+            _INV.c.allocation_ratio,
+            _INV.c.min_unit,
+            _INV.c.max_unit,
+            _INV.c.step_size,
+        )
+        for rp, rc, total, reserved, ratio, low, high, step in rows(
+            inventories, _INV.c.resource_provider_id
+        ):
+            capacity = capacity_of(total, reserved, ratio)
+            self.inventories.setdefault(rp, {})[rc] = (capacity, low, high, step)
+        usage = sa.select(
+            _ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id, sa.func.sum(_ALLOC.c.used)
+        ).group_by(_ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id)
+        for rp, rc, used in rows(usage, _ALLOC.c.resource_provider_id):
+            self.used.setdefault(rp, {})[rc] = int(used or 0)
+        for rp, trait in rows(
+            sa.select(_RPT.c.resource_provider_id, _RPT.c.trait_id), _RPT.c.resource_provider_id
+        ):
+            self.traits.setdefault(rp, set()).add(trait)
+            self.holders[trait].add(rp)
+        links = sa.select(_RPA.c.resource_provider_id, _RPA.c.aggregate_id, _AGG.c.uuid).join(
+            _AGG, _AGG.c.id == _RPA.c.aggregate_id
+        )
+        for rp, agg, uuid in rows(links, _RPA.c.resource_provider_id):
+            self.aggregates.setdefault(rp, set()).add(agg)
+            self.members[agg].add(rp)
+            self.aggregate_ids[uuid] = agg
+        for rp in self.rows if ids is None else ids:
+            self._stock(rp)
+
+    def _stock(self, rp: int) -> None:
+        """The stock rows of one provider from its inventories and usage."""
+        row = self.rows.get(rp)
+        if row is None:  # deleted meanwhile: whatever was read of it goes
+            self.inventories.pop(rp, None)
+            self.used.pop(rp, None)
+            for trait in self.traits.pop(rp, ()):
+                self.holders[trait].discard(rp)
+            for agg in self.aggregates.pop(rp, ()):
+                self.members[agg].discard(rp)
+            return
+        used = self.used.get(rp, {})
+        for rc, (capacity, low, high, step) in self.inventories.get(rp, {}).items():
+            self.by_class[rc][rp] = (rp, row[2], capacity, used.get(rc, 0), low, high, step)
+            self._stock_lists.pop(rc, None)
+
+    # -- reading ----------------------------------------------------------------
+
+    def sorted_roots(self) -> list[int]:
+        """Every root provider, in id order (kept between searches)."""
+        if self._sorted_roots is None:
+            self._sorted_roots = sorted(self.roots)
+        return self._sorted_roots
+
+    def stock_list(self, rc: int) -> list[Stock]:
+        """Every inventory of a class, in provider id order (kept between searches)."""
+        found = self._stock_lists.get(rc)
+        if found is None:
+            rows = self.by_class.get(rc, {})
+            found = self._stock_lists[rc] = [rows[rp] for rp in sorted(rows)]
+        return found
+
+    def summaries(self, providers: list[int]) -> dict[str, dict[str, Any]]:
+        """Summaries by provider uuid, in the order given."""
+        kept, rows, build = self._summaries, self.rows, self.summary
+        return {rows[rp][0]: kept.get(rp) or build(rp) for rp in providers}
+
+    def summary(self, rp: int) -> dict[str, Any]:
+        """A provider's summary with every class it has (kept until it changes;
+        never modified once built, so an answer being written can hold it)."""
+        found = self._summaries.get(rp)
+        if found is None:
+            uuid, parent, root = self.rows[rp]
+            used = self.used.get(rp, {})
+            names = self.class_names
+            found = self._summaries[rp] = {
+                "resources": {
+                    names[rc]: {"capacity": inv[0], "used": used.get(rc, 0)}
+                    for rc, inv in self.inventories.get(rp, {}).items()
+                },
+                "traits": [self.trait_names[tr] for tr in sorted(self.traits.get(rp, ()))],
+                "parent_provider_uuid": self.rows[parent][0] if parent is not None else None,
+                "root_provider_uuid": self.rows[root][0],
+            }
+        return found
+
+
+class View:
+    """The index in `Snapshot`'s shape, for one search (under the index's lock)."""
+
+    def __init__(self, index: Index, conn: sa.Connection) -> None:
+        self.index = index
+        self.conn = conn
+        self.rows = index.rows
+
+    def fresh(self) -> View:
+        return self
+
+    def class_ids(self, names: Iterable[str]) -> dict[str, int]:
+        return _pick(self.index.class_ids, names)
+
+    def trait_ids(self, names: Iterable[str]) -> dict[str, int]:
+        return _pick(self.index.trait_ids, names)
+
+    def aggregate_ids(self, uuids: Iterable[str]) -> dict[str, int]:
+        return _pick(self.index.aggregate_ids, uuids)
+
+    def tree_roots(self, uuids: Iterable[str]) -> dict[str, int]:
+        by_uuid, rows = self.index.by_uuid, self.rows
+        return {u: rows[by_uuid[u]][2] for u in uuids if u in by_uuid}
+
+    def class_names(self, ids: Iterable[int]) -> dict[int, str]:
+        return _pick(self.index.class_names, ids)
+
+    def has_trees(self) -> bool:
+        return len(self.index.roots) != len(self.rows)
+
+    def roots_with_traits(self, required: set[int], forbidden: set[int]) -> set[int]:
+        holders = self.index.holders
+        found = set(self.index.roots)
+        for trait in required:
+            found &= holders.get(trait, set())
+        for trait in forbidden:
+            found -= holders.get(trait, set())
+        return found
+
+    def trait_holders(self, trait_ids: Iterable[int]) -> dict[int, set[int]]:
+        holders = self.index.holders
+        return {tr: set(holders[tr]) for tr in trait_ids if holders.get(tr)}
+
+    def aggregate_members(self, agg_ids: Iterable[int]) -> dict[int, set[int]]:
+        members = self.index.members
+        return {agg: set(members[agg]) for agg in agg_ids if members.get(agg)}
+
+    def sharing_anchors(self, providers: Iterable[int]) -> dict[int, set[int]]:
+        index, rows = self.index, self.rows
+        found: dict[int, set[int]] = {}
+        for sp in providers:
+            roots = {rows[m][2] for agg in index.aggregates.get(sp, ()) for m in index.members[agg]}
+            if roots:
+                found[sp] = roots
+        return found
+
+    def stock(
+        self, class_ids: Iterable[int], roots: Collection[int] | None = None
+    ) -> dict[int, list[Stock]]:
+        index = self.index
+        found: dict[int, list[Stock]] = {}
+        for rc in sorted(set(class_ids)):
+            every = index.stock_list(rc)
+            if roots is None:
+                found[rc] = every
+            elif len(roots) * 4 < len(every):  # few trees: walk them
+                by_rp = index.by_class.get(rc, {})
+                in_trees = [rp for root in roots for rp in index.trees.get(root, ()) if rp in by_rp]
+                found[rc] = [by_rp[rp] for rp in sorted(in_trees)]
+            else:
+                found[rc] = [s for s in every if s[1] in roots]
+        return found
+
+    def load_providers(self, ids: Collection[int]) -> None:
+        """Everything is loaded."""
+
+    def load_trees(self, roots: Collection[int]) -> None:
+        """Everything is loaded."""
+
+    def stock_of_trees(
+        self, roots: Collection[int], skip_classes: Collection[int]
+    ) -> list[tuple[int, int, int, int]]:
+        index = self.index
+        found = []
+        for root in roots:
+            for rp in index.trees.get(root, ()):
+                used = index.used.get(rp, {})
+                for rc, inv in index.inventories.get(rp, {}).items():
+                    if rc not in skip_classes:
+                        found.append((rp, rc, inv[0], used.get(rc, 0)))
+        return found
+
+    def trait_names(self, providers: Collection[int]) -> dict[int, list[str]]:
+        index = self.index
+        names = index.trait_names
+        return {
+            rp: [names[tr] for tr in sorted(index.traits[rp])]
+            for rp in providers
+            if index.traits.get(rp)
+        }
+
+
+def _pick(mapping: dict, keys: Iterable) -> dict:
+    return {k: mapping[k] for k in set(keys) if k in mapping}

@@ -1,0 +1,110 @@
+"""A search that stops early: with `limit`, over the in-memory index, take the
+trees one by one in anchor order and stop once there are enough candidates.
+
+The bulk search works out each group's parts for every tree before combining
+them, which costs the whole cloud even when the answer is the first 50. Here
+each tree is searched alone with the same functions (each group's parts at that
+one anchor, then the same combination), so the first `limit` candidates are the
+ones the bulk search would have returned first, in the same order, at a cost
+that grows with the answer. When the walk has gone through many trees without
+filling the answer (a query few trees match), it gives up and the bulk search,
+cheaper per tree, runs instead.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Iterator
+
+from tally.placement.ledger.candidates import groups as g
+from tally.placement.ledger.candidates.index import View
+from tally.placement.ledger.candidates.snapshot import Stock, fitting
+
+MIN_TREES = 200  # trees the walk may always look at
+TREES_PER_CANDIDATE = 20  # and this many more per candidate asked
+
+Candidate = tuple[tuple[g.Alloc, ...], tuple[tuple[int, ...], ...]]
+Combine = Callable[[int, list[list[g.Part]]], Iterator[Candidate]]
+
+
+def first(
+    ctx: g.Context,
+    groups: list[g.GroupIds],
+    roots: Iterable[int],
+    stop: int,
+    combine: Combine,
+) -> list[Candidate] | None:
+    """The first `stop` distinct candidates over `roots` (in the order given),
+    or None when the walk gave up (too many trees without a candidate)."""
+    assert isinstance(ctx.snap, View)
+    index = ctx.snap.index
+    into = _sharing_into(ctx)
+    budget = MIN_TREES + TREES_PER_CANDIDATE * stop
+    found: dict[Candidate, None] = {}
+    try:
+        for seen, root in enumerate(roots):
+            if seen >= budget:
+                return None
+            if not ctx.anchor_ok(root):
+                continue
+            ctx.at = root
+            parts = []
+            for ids in groups:
+                stock = _stock_at(index.by_class, index.trees.get(root, ()), into[root], ids)
+                part = _parts_at(ctx, ids, stock, root) if stock is not None else []
+                if not part:
+                    break
+                parts.append(part)
+            else:
+                for candidate in combine(root, parts):
+                    if candidate not in found:
+                        found[candidate] = None
+                        if len(found) >= stop:
+                            return list(found)
+    finally:
+        ctx.at = None
+    return list(found)
+
+
+def _sharing_into(ctx: g.Context) -> defaultdict[int, list[int]]:
+    """Anchor -> the sharing providers that share into its tree (from another tree)."""
+    into: defaultdict[int, list[int]] = defaultdict(list)
+    for sp in sorted(ctx.sharing):
+        own = ctx.root_of[sp]
+        for anchor in ctx.anchors_of(sp):
+            if anchor != own:
+                into[anchor].append(sp)
+    return into
+
+
+def _stock_at(
+    by_class: dict[int, dict[int, Stock]],
+    tree: Iterable[int],
+    sharing: list[int],
+    ids: g.GroupIds,
+) -> dict[int, list[Stock]] | None:
+    """What `stock_for` gives for one group, limited to one tree and the sharing
+    providers sharing into it; None when some class has nothing there."""
+    members = sorted(tree)
+    found = {}
+    for rc, amount in ids.amounts:
+        rows = by_class.get(rc, {})
+        here = [rows[rp] for rp in members if rp in rows]
+        here += [rows[sp] for sp in sharing if sp in rows]
+        here = fitting(here, amount)
+        if ids.tree is not None:
+            here = [s for s in here if s[1] == ids.tree]
+        if not here:
+            return None
+        found[rc] = here
+    return found
+
+
+def _parts_at(
+    ctx: g.Context, ids: g.GroupIds, stock: dict[int, list[Stock]], root: int
+) -> list[g.Part]:
+    if ids.group.use_same_provider:
+        by_anchor = g.same_provider_parts(ctx, ids, stock)
+    else:
+        by_anchor = g.tree_parts(ctx, ids, stock)
+    return by_anchor.get(root) or []

@@ -1,0 +1,264 @@
+"""What the page shows, as plain data read through the ledger's own read functions
+(no SQL here): the provider list with its filters and sort, one provider's page, and
+the shape typed in the capacity box. Rendering is `tally.ui.render`'s job.
+
+The numbers are the API's: capacity is `(total - reserved) * allocation_ratio`
+(`usage_queries.capacity`, as `GET /allocation_candidates` and the capacity guard
+count it), used is the sum of the allocations (`GET .../usages`), reserved is the
+inventory's. A provider is over capacity when some class has used > capacity.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from collections.abc import Mapping
+
+import sqlalchemy as sa
+
+from tally.placement.ledger import aggregates, allocations, inventory, providers, traits, usages
+from tally.placement.ledger.errors import BadRequest
+from tally.ui import seams
+
+MAX_ROWS = 1000  # provider rows on one page; the filters narrow the rest
+# Providers whose amounts the list reads, the first by id (`usages.sample`, one query
+# whose IN list must stay under SQLite's 32,766 variables).
+MAX_READ = 30_000
+HISTORY_LIMIT = 200  # events read for a provider's page
+SORTS = {"name": "name", "fullness": "fullest first"}
+_SHAPE_ITEM = re.compile(r"^([A-Z0-9_]+):([0-9]+)$")
+
+
+@dataclasses.dataclass(frozen=True)
+class Amount:
+    """One resource class of one provider: what a bar shows."""
+
+    resource_class: str
+    used: int
+    reserved: int
+    capacity: int
+    total: int | None = None  # on a provider's page only
+    allocation_ratio: float | None = None
+    min_unit: int | None = None
+    max_unit: int | None = None
+    step_size: int | None = None
+
+    @property
+    def fraction(self) -> float:
+        """used / capacity; inf when something is used of no capacity."""
+        if self.capacity > 0:
+            return self.used / self.capacity
+        return math.inf if self.used > 0 else 0.0
+
+    @property
+    def over(self) -> bool:
+        return self.used > self.capacity
+
+    @property
+    def free(self) -> int:
+        return self.capacity - self.used
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    """One provider of the list."""
+
+    uuid: str
+    name: str
+    parent_uuid: str | None
+    root_uuid: str
+    amounts: tuple[Amount, ...]
+
+    @property
+    def fullness(self) -> float:
+        return max((a.fraction for a in self.amounts), default=0.0)
+
+    @property
+    def over(self) -> bool:
+        return any(a.over for a in self.amounts)
+
+
+@dataclasses.dataclass(frozen=True)
+class Query:
+    """The list's GET parameters: filters, sort, and the capacity box's shape."""
+
+    name: str = ""
+    aggregate: str = ""
+    trait: str = ""
+    sort: str = "name"
+    shape: str = ""
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, str | list[str]]) -> Query:
+        def one(key: str) -> str:
+            value = params.get(key, "")
+            value = value[-1] if isinstance(value, list) else value
+            return "".join(ch for ch in value if ch.isprintable()).strip()[:255]
+
+        sort = one("sort")
+        return cls(
+            name=one("name"),
+            aggregate=one("aggregate"),
+            trait=one("trait"),
+            sort=sort if sort in SORTS else "name",
+            shape=one("shape"),
+        )
+
+    def params(self, **change: str) -> dict[str, str]:
+        """The non-empty parameters, with `change` applied (for links)."""
+        values = {**dataclasses.asdict(self), **change}
+        return {k: v for k, v in values.items() if v and not (k == "sort" and v == "name")}
+
+
+@dataclasses.dataclass(frozen=True)
+class Overview:
+    rows: list[Row]
+    matched: int  # before MAX_ROWS
+    notice: str | None = None  # why nothing matched, when the filter itself was wrong
+
+
+def sort_rows(rows: list[Row], sort: str) -> list[Row]:
+    if sort == "fullness":
+        return sorted(rows, key=lambda r: (-r.fullness, r.name.casefold(), r.uuid))
+    return sorted(rows, key=lambda r: (r.name.casefold(), r.uuid))
+
+
+def name_matches(name: str, wanted: str) -> bool:
+    """The name filter: a case-insensitive substring."""
+    return wanted.casefold() in name.casefold()
+
+
+def overview(engine: sa.Engine, query: Query) -> Overview:
+    wanted = providers.ProviderFilter(
+        required_traits=[frozenset({query.trait})] if query.trait else [],
+        member_of=[frozenset({query.aggregate})] if query.aggregate else [],
+    )
+    try:
+        found = providers.list_providers(engine, wanted)
+    except BadRequest as exc:  # an unknown trait: say so above an empty list
+        return Overview([], 0, exc.detail)
+    found = [p for p in found if name_matches(p.name, query.name)]
+    amounts: dict[str, list[Amount]] = {}
+    if found:
+        for uuid, rc, capacity, reserved, used in usages.sample(engine, MAX_READ):
+            amounts.setdefault(uuid, []).append(Amount(rc, used, reserved, capacity))
+    rows = [
+        Row(
+            p.uuid,
+            p.name,
+            p.parent_provider_uuid,
+            p.root_provider_uuid,
+            tuple(sorted(amounts.get(p.uuid, ()), key=lambda a: a.resource_class)),
+        )
+        for p in found
+    ]
+    rows = sort_rows(rows, query.sort)
+    notice = None
+    if len(found) >= MAX_READ:
+        notice = (
+            f"Amounts are read for the first {MAX_READ:,} providers only: filter to see others."
+        )
+    return Overview(rows[:MAX_ROWS], len(rows), notice)
+
+
+@dataclasses.dataclass(frozen=True)
+class Holder:
+    """A consumer with allocations on the provider."""
+
+    uuid: str
+    resources: Mapping[str, int]  # on this provider
+    consumer_type: str | None
+    project_id: str | None
+    user_id: str | None
+    since: seams.HistoryEvent | None = None  # from the history, when there is one
+    since_complete: bool = True  # False: the run began before the events read
+
+
+@dataclasses.dataclass(frozen=True)
+class ProviderView:
+    provider: providers.Provider
+    parent_name: str | None
+    root_name: str
+    tree: list[providers.Provider]  # every provider of its tree (itself included)
+    amounts: list[Amount]
+    traits: list[str]
+    aggregates: list[str]
+    holders: list[Holder]
+    history: list[seams.HistoryEvent] | None  # None: no history in this build
+
+    @property
+    def over(self) -> bool:
+        return any(a.over for a in self.amounts)
+
+
+def provider_view(
+    engine: sa.Engine, uuid: str, history: seams.HistorySeam = seams.provider_history
+) -> ProviderView:
+    """One provider's page; NotFound (404) for an unknown uuid. Each part is one
+    short read, as the API's answers are (a write between them may show)."""
+    provider = providers.get_provider(engine, uuid)
+    records = inventory.get_inventories(engine, uuid).records
+    used = usages.for_provider(engine, uuid).usages
+    amounts = [
+        Amount(
+            rc,
+            used.get(rc, 0),
+            r.reserved,
+            r.capacity,
+            r.total,
+            r.allocation_ratio,
+            r.min_unit,
+            r.max_unit,
+            r.step_size,
+        )
+        for rc, r in sorted(records.items())
+    ]
+    tree = providers.list_providers(engine, providers.ProviderFilter(in_tree=uuid))
+    names = {p.uuid: p.name for p in tree}
+    events = history(engine, uuid, HISTORY_LIMIT)
+    holders = []
+    for consumer, held in allocations.for_provider(engine, uuid).allocations.items():
+        owner = allocations.for_consumer(engine, consumer)
+        since = seams.holding_since(events, consumer, held["resources"]) if events else None
+        holders.append(
+            Holder(
+                consumer,
+                held["resources"],
+                owner.consumer_type,
+                owner.project_id,
+                owner.user_id,
+                since[0] if since else None,
+                since[1] if since else True,
+            )
+        )
+    return ProviderView(
+        provider,
+        names.get(provider.parent_provider_uuid or ""),
+        names.get(provider.root_provider_uuid, provider.name),
+        tree,
+        amounts,
+        [t.name for t in traits.provider_traits(engine, uuid).traits],
+        aggregates.provider_aggregates(engine, uuid).aggregates,
+        holders,
+        events,
+    )
+
+
+def parse_shape(text: str) -> dict[str, int]:
+    """ "VCPU:2, MEMORY_MB:4096" -> {"VCPU": 2, "MEMORY_MB": 4096}; ValueError saying
+    what is wrong otherwise."""
+    shape: dict[str, int] = {}
+    for item in (part.strip() for part in text.split(",")):
+        match = _SHAPE_ITEM.match(item.replace(" ", ""))
+        if not match:
+            raise ValueError(
+                f"{item!r} is not RESOURCE_CLASS:AMOUNT (for example VCPU:2,MEMORY_MB:4096)"
+            )
+        rc, amount = match.group(1), int(match.group(2))
+        if amount < 1:
+            raise ValueError(f"{rc}: the amount must be at least 1")
+        if rc in shape:
+            raise ValueError(f"{rc} is named twice")
+        shape[rc] = amount
+    return shape

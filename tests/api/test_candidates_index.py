@@ -1,0 +1,256 @@
+"""The in-memory candidates index stays exactly the database's answer.
+
+Each worker keeps its own index and catches up through the ledger journal. Here
+two apps on one database play two workers: every write goes through one of
+them at random, and after it both answer every query shape exactly as a search
+straight on the tables does (the same candidates and the same summaries).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import uuid as uuidlib
+
+import pytest
+import sqlalchemy as sa
+
+from tally.db import journal
+from tally.db import schema as t
+from tally.placement.candidate_query import parse_query
+from tally.placement.ledger.candidates import Index, Options, find_candidates, search_in, walk
+
+SHAPES = [
+    "resources=VCPU:1,MEMORY_MB:512",
+    "resources=VCPU:2,DISK_GB:10",
+    "resources=VCPU:1&required=CUSTOM_FAST",
+    "resources=VCPU:1&required=!CUSTOM_FAST",
+    "resources=VCPU:1&member_of={agg0}",
+    "resources1=VCPU:1&resources2=MEMORY_MB:256&group_policy=isolate",
+    "resources=DISK_GB:5&limit=3",
+    "resources=VCPU:1&limit=2",
+    "resources=VCPU:1,DISK_GB:1&member_of={agg0}&limit=2",
+    "resources=VCPU:1,MEMORY_MB:256&required=!CUSTOM_FAST&limit=4",
+    "resources1=VCPU:1&resources2=MEMORY_MB:256&group_policy=isolate&limit=2",
+    "resources=DISK_GB:1&resources1=VCPU:1&resources2=VCPU:1&group_policy=none&limit=3",
+]
+AGGS = [str(uuidlib.UUID(int=i + 1)) for i in range(3)]
+
+
+def _query(shape: str) -> dict[str, list[str]]:
+    params: dict[str, list[str]] = {}
+    for part in shape.format(agg0=AGGS[0]).split("&"):
+        key, _, value = part.partition("=")
+        params.setdefault(key, []).append(value)
+    return params
+
+
+def _normal(result) -> tuple:  # noqa: ANN001
+    """The answer, in its order (a `limit` takes the first ones: the same must come)."""
+    requests = [
+        repr(sorted((u, sorted(a["resources"].items())) for u, a in r["allocations"].items()))
+        + repr(r["mappings"])
+        for r in result.allocation_requests
+    ]
+    return requests, result.provider_summaries
+
+
+def _assert_indexes_agree(engine: sa.Engine, indexes: list[Index]) -> None:
+    for shape in SHAPES:
+        request = parse_query(_query(shape), (1, 39))
+        with engine.connect() as conn:
+            expected = _normal(search_in(conn, request, Options()))
+        for index in indexes:
+            assert _normal(find_candidates(engine, request, Options(), index)) == expected, shape
+
+
+class Cloud:
+    """Random writes through the API of one of several apps."""
+
+    def __init__(self, clients: list, rng: random.Random) -> None:
+        self.clients, self.rng = clients, rng
+        self.providers: list[str] = []
+        self.consumers: list[str] = []
+
+    def api(self):  # noqa: ANN201
+        return self.rng.choice(self.clients)
+
+    def _uuid(self) -> str:
+        return str(uuidlib.UUID(int=self.rng.getrandbits(128), version=4))
+
+    def add_provider(self) -> None:
+        rp = self._uuid()
+        body: dict = {"name": rp, "uuid": rp}
+        if self.providers and self.rng.random() < 0.3:
+            body["parent_provider_uuid"] = self.rng.choice(self.providers)
+        assert self.api().simulate_post("/resource_providers", json=body).status_code == 200
+        self.providers.append(rp)
+        self.set_inventory(rp)
+
+    def set_inventory(self, rp: str | None = None) -> None:
+        rp = rp or self.rng.choice(self.providers)
+        api = self.api()
+        gen = api.simulate_get(f"/resource_providers/{rp}").json["generation"]
+        inventories = {}
+        for rc, top in (("VCPU", 16), ("MEMORY_MB", 4096), ("DISK_GB", 200)):
+            if self.rng.random() < 0.7:
+                inventories[rc] = {
+                    "total": self.rng.randint(1, top),
+                    "reserved": self.rng.choice([0, 0, 1]),
+                    "allocation_ratio": self.rng.choice([1.0, 1.5, 4.0]),
+                }
+        resp = api.simulate_put(
+            f"/resource_providers/{rp}/inventories",
+            json={"resource_provider_generation": gen, "inventories": inventories},
+        )
+        assert resp.status_code in (200, 409), resp.text  # 409: would strand allocations
+
+    def set_traits(self) -> None:
+        rp = self.rng.choice(self.providers)
+        api = self.api()
+        gen = api.simulate_get(f"/resource_providers/{rp}").json["generation"]
+        choices = ["CUSTOM_FAST", "HW_CPU_X86_AVX2", "MISC_SHARES_VIA_AGGREGATE"]
+        traits = self.rng.sample(choices, self.rng.randint(0, 2))
+        body = {"resource_provider_generation": gen, "traits": traits}
+        assert api.simulate_put(f"/resource_providers/{rp}/traits", json=body).status_code == 200
+
+    def set_aggregates(self) -> None:
+        rp = self.rng.choice(self.providers)
+        api = self.api()
+        gen = api.simulate_get(f"/resource_providers/{rp}").json["generation"]
+        body = {"resource_provider_generation": gen, "aggregates": self.rng.sample(AGGS, 1)}
+        resp = api.simulate_put(f"/resource_providers/{rp}/aggregates", json=body)
+        assert resp.status_code == 200
+
+    def claim(self) -> None:
+        api = self.api()
+        shape = self.rng.choice(SHAPES[:2])
+        found = api.simulate_get(f"/allocation_candidates?{shape}").json["allocation_requests"]
+        if not found:
+            return
+        consumer = self._uuid()
+        body = {
+            "allocations": self.rng.choice(found)["allocations"],
+            "consumer_generation": None,
+            "project_id": "p",
+            "user_id": "u",
+            "consumer_type": "INSTANCE",
+        }
+        resp = api.simulate_put(f"/allocations/{consumer}", json=body)
+        assert resp.status_code in (204, 409), resp.text
+        if resp.status_code == 204:
+            self.consumers.append(consumer)
+
+    def release(self) -> None:
+        if self.consumers:
+            consumer = self.consumers.pop(self.rng.randrange(len(self.consumers)))
+            assert self.api().simulate_delete(f"/allocations/{consumer}").status_code == 204
+
+    def delete_provider(self) -> None:
+        rp = self.rng.choice(self.providers)
+        if self.api().simulate_delete(f"/resource_providers/{rp}").status_code == 204:
+            self.providers.remove(rp)  # else it has children or allocations: 409
+
+    def step(self) -> None:
+        if len(self.providers) < 4:
+            self.add_provider()
+            return
+        action = self.rng.choice(
+            [
+                self.add_provider,
+                self.set_inventory,
+                self.set_traits,
+                self.set_aggregates,
+                self.claim,
+                self.claim,
+                self.release,
+                self.delete_provider,
+            ]
+        )
+        action()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_two_workers_answer_as_the_tables_after_every_write(api, engine, seed, monkeypatch):
+    if seed == 3:  # the tree-by-tree walk of a `limit` gives up at once: the bulk search
+        monkeypatch.setattr(walk, "MIN_TREES", 0)
+        monkeypatch.setattr(walk, "TREES_PER_CANDIDATE", 0)
+    workers = [api("1.39"), api("1.39")]  # writers; the indexes of two more workers read
+    indexes = [Index(), Index()]
+    assert workers[0].simulate_put("/traits/CUSTOM_FAST").status_code == 201
+    cloud = Cloud(workers, random.Random(seed))
+    for _ in range(40):
+        cloud.step()
+        _assert_indexes_agree(engine, indexes)
+    assert all(index.version == indexes[0].version for index in indexes)
+
+
+def test_a_claim_through_one_worker_shows_in_the_others_next_answer(api):
+    one, other = api("1.39"), api("1.39")
+    rp = str(uuidlib.uuid4())
+    one.simulate_post("/resource_providers", json={"name": "cn", "uuid": rp})
+    inventory = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
+    one.simulate_put(f"/resource_providers/{rp}/inventories", json=inventory)
+    summary = other.simulate_get("/allocation_candidates?resources=VCPU:1").json
+    assert summary["provider_summaries"][rp]["resources"]["VCPU"]["used"] == 0
+    claim = {
+        "allocations": {rp: {"resources": {"VCPU": 3}}},
+        "consumer_generation": None,
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_type": "INSTANCE",
+    }
+    assert one.simulate_put(f"/allocations/{uuidlib.uuid4()}", json=claim).status_code == 204
+    after = other.simulate_get("/allocation_candidates?resources=VCPU:1").json
+    assert after["provider_summaries"][rp]["resources"]["VCPU"]["used"] == 3
+    assert other.simulate_get("/allocation_candidates?resources=VCPU:2").json == {
+        "allocation_requests": [],
+        "provider_summaries": {},
+    }
+
+
+def test_a_provider_deleted_through_one_worker_never_appears_in_the_other(api):
+    one, other = api("1.39"), api("1.39")
+    rp = str(uuidlib.uuid4())
+    one.simulate_post("/resource_providers", json={"name": "cn", "uuid": rp})
+    inventory = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
+    one.simulate_put(f"/resource_providers/{rp}/inventories", json=inventory)
+    assert (
+        rp
+        in other.simulate_get("/allocation_candidates?resources=VCPU:1").json["provider_summaries"]
+    )
+    assert one.simulate_delete(f"/resource_providers/{rp}").status_code == 204
+    answer = other.simulate_get("/allocation_candidates?resources=VCPU:1").json
+    assert answer["provider_summaries"] == {}
+
+
+def test_an_index_behind_a_pruned_journal_reloads_whole(engine, api):
+    client = api("1.39")
+    index = Index()
+    rp = str(uuidlib.uuid4())
+    client.simulate_post("/resource_providers", json={"name": "cn", "uuid": rp})
+    request = parse_query(_query("resources=VCPU:1"), (1, 39))
+    assert find_candidates(engine, request, Options(), index).allocation_requests == []
+    inventory = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
+    client.simulate_put(f"/resource_providers/{rp}/inventories", json=inventory)
+    with engine.begin() as conn:  # as if KEEP changes had passed: the journal has a gap
+        conn.execute(t.ledger_changes.delete())
+        assert journal.since(conn, index.version, journal.current(conn)) is None
+    found = find_candidates(engine, request, Options(), index)
+    assert [list(r["allocations"]) for r in found.allocation_requests] == [[rp]]
+
+
+def test_past_its_memory_cap_a_worker_searches_the_database(engine, api, caplog):
+    client = api("1.39")
+    rp = str(uuidlib.uuid4())
+    client.simulate_post("/resource_providers", json={"name": "cn", "uuid": rp})
+    inventory = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
+    client.simulate_put(f"/resource_providers/{rp}/inventories", json=inventory)
+    index = Index(max_mb=1)
+    index.measure = lambda: 0.0 if index.version is None else 5.0  # the load "took" 5 MiB
+    request = parse_query(_query("resources=VCPU:1"), (1, 39))
+    with caplog.at_level(logging.WARNING):
+        found = find_candidates(engine, request, Options(), index)
+    assert not index.enabled
+    assert "candidates_index_max_mb=1" in caplog.text
+    assert [list(r["allocations"]) for r in found.allocation_requests] == [[rp]]
