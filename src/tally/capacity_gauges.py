@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tally.clients.inprocess import as_caller, once
 from tally.doctor.capacity import Shape, flavor_shape, read_capacity
 
 log = logging.getLogger("tally.metrics")
@@ -69,40 +70,20 @@ def parse_shape(text: str) -> str | Shape:
 
 
 def in_process_compute(compute_app: Any, version: str) -> Callable[[], Any]:
-    """A getter of one ComputeClient on the lab compute app (in-process, as an admin:
-    the noauth token with its roles, and the headers a token filter confirms)."""
-    lock = threading.Lock()
-    made: list[Any] = []
+    """A getter of one ComputeClient on the lab compute app (in-process, as an admin)."""
 
-    def as_admin(environ: dict[str, Any], start_response: Callable) -> Any:
-        environ.update(
-            HTTP_X_AUTH_TOKEN="tally-metrics:tally-metrics",
-            HTTP_X_IDENTITY_STATUS="Confirmed",
-            HTTP_X_USER_ID="tally-metrics",
-            HTTP_X_PROJECT_ID="tally-metrics",
-            HTTP_X_ROLES="admin",
-        )
-        return compute_app(environ, start_response)
-
-    def get() -> Any:
+    def make() -> Any:
         import httpx
 
         from tally.clients.compute import ComputeClient
 
-        with lock:
-            if not made:
-                transport = httpx.WSGITransport(app=as_admin)
-                made.append(
-                    ComputeClient(
-                        "http://compute.metrics/v2.1",
-                        token=None,
-                        version=version,
-                        transport=transport,
-                    )
-                )
-        return made[0]
+        caller = as_caller(compute_app, "tally-metrics", "tally-metrics", "admin")
+        transport = httpx.WSGITransport(app=caller)
+        return ComputeClient(
+            "http://compute.metrics/v2.1", token=None, version=version, transport=transport
+        )
 
-    return get
+    return once(make)
 
 
 class CapacityGauges:

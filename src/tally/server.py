@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
+from tally.clients.inprocess import as_caller
 from tally.config import Settings
 from tally.db.engine import make_engine
 from tally.edge import NOAUTH_PROTOCOL, StripClientIdentity, UnsafeSettings, is_loopback
@@ -58,24 +59,6 @@ class Mount:
         return self.default(environ, start_response)
 
 
-def _as_service(app: WSGIApp) -> WSGIApp:
-    """Placement as the lab compute reaches it in-process: as the lab's service user
-    (noauth token form and the confirmed-identity headers both say so)."""
-    user, project, roles = SERVICE_USER
-
-    def call(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
-        environ.update(
-            HTTP_X_AUTH_TOKEN=f"{user}:{project}",
-            HTTP_X_IDENTITY_STATUS="Confirmed",
-            HTTP_X_USER_ID=user,
-            HTTP_X_PROJECT_ID=project,
-            HTTP_X_ROLES=roles,
-        )
-        return app(environ, start_response)
-
-    return call
-
-
 class Server(Mount):
     """The composed WSGI app; `lab` is the compute's Lab (None with the lab off)."""
 
@@ -109,9 +92,10 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
     from tally.ui.seams import in_process_client
 
     placement = placement_app(settings, engine)
-    ui: WSGIApp = ui_app(settings, engine)
+    own_client = in_process_client(settings, engine, placement)  # the page's and the gauges'
+    ui: WSGIApp = ui_app(settings, engine, placement=own_client)
     health: WSGIApp = Healthcheck(engine, settings.auth_strategy)
-    gauges = CapacityGauges(settings, in_process_client(settings, engine))
+    gauges = CapacityGauges(settings, own_client)
     metrics: WSGIApp = MetricsApp(
         engine,
         settings,
@@ -138,7 +122,7 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
     if settings.lab_placement_url:
         client = PlacementClient(settings.lab_placement_url, token=settings.lab_placement_token)
     else:
-        transport = httpx.WSGITransport(app=_as_service(placement))
+        transport = httpx.WSGITransport(app=as_caller(placement, *SERVICE_USER))
         client = PlacementClient(
             "http://placement.lab", token=None, version="1.39", transport=transport
         )

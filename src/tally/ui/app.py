@@ -15,6 +15,8 @@ Read-only: nothing here writes to the ledger. Every answer is HTML with no scrip
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import falcon
 import sqlalchemy as sa
@@ -43,11 +45,12 @@ class _Service:
         engine: sa.Engine,
         history: seams.HistorySeam,
         capacity: seams.CapacitySeam,
+        placement: Callable[[], Any] | None,
     ) -> None:
         self.settings, self.engine = settings, engine
         self.history, self.capacity = history, capacity
         self.policy = policy.Policy(settings)
-        self.placement = seams.in_process_client(settings, engine)
+        self.placement = placement or seams.in_process_client(settings, engine)
 
     def authorize(self, req: falcon.Request) -> str:
         """Raise Unauthorized/Forbidden unless the caller may read the page; who it is."""
@@ -147,10 +150,12 @@ def create_app(
     *,
     history: seams.HistorySeam = seams.provider_history,
     capacity: seams.CapacitySeam = seams.capacity_counts,
+    placement: Callable[[], Any] | None = None,
 ) -> falcon.App:
     """The page over a prepared database; `history` and `capacity` are the seams
-    (tally.ui.seams), defaulting to this build's."""
-    service = _Service(settings, engine, history, capacity)
+    (tally.ui.seams), defaulting to this build's; `placement` gets the in-process
+    PlacementClient the capacity box counts over (seams.in_process_client)."""
+    service = _Service(settings, engine, history, capacity, placement)
     app = falcon.App(middleware=[middleware.RequestIdAndLog(), _Page()], cors_enable=False)
     app.req_options.auto_parse_qs_csv = False
     app.add_route("/", Overview(service))

@@ -18,12 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import sqlalchemy as sa
 
+from tally.clients.inprocess import as_caller, once
 from tally.config import Settings
 
 
@@ -113,40 +113,23 @@ def holding_since(
     return (start, False) if start else None
 
 
-def in_process_client(settings: Settings, engine: sa.Engine) -> Callable[[], Any]:
-    """A getter of one PlacementClient on this server's Placement, in-process (its
-    own app over the same database, built on first use), as an admin at 1.39."""
-    lock = threading.Lock()
-    made: list[Any] = []
+def in_process_client(
+    settings: Settings, engine: sa.Engine, placement: Any = None
+) -> Callable[[], Any]:
+    """A getter of one PlacementClient on this server's Placement, in-process, as an
+    admin at 1.39: over `placement` (the server's own app), or an app of its own
+    built on first use."""
 
-    def get() -> Any:
-        with lock:
-            if not made:
-                made.append(_client(settings, engine))
-        return made[0]
+    def make() -> Any:
+        import httpx
 
-    return get
+        from tally.clients.placement import PlacementClient
+        from tally.placement.app import create_app
 
-
-def _client(settings: Settings, engine: sa.Engine) -> Any:
-    import httpx
-
-    from tally.clients.placement import PlacementClient
-    from tally.placement.app import create_app
-
-    placement = create_app(settings, engine)
-
-    def as_admin(environ: dict[str, Any], start_response: Callable) -> Any:
-        # Placement's identity as noauth and as auth_token would give it (no edge
-        # in front: this app is reached only from here).
-        environ.update(
-            HTTP_X_AUTH_TOKEN="tally-ui:tally-ui",
-            HTTP_X_IDENTITY_STATUS="Confirmed",
-            HTTP_X_USER_ID="tally-ui",
-            HTTP_X_PROJECT_ID="tally-ui",
-            HTTP_X_ROLES="admin",
+        app = placement if placement is not None else create_app(settings, engine)
+        transport = httpx.WSGITransport(app=as_caller(app, "tally-ui", "tally-ui", "admin"))
+        return PlacementClient(
+            "http://placement.ui", token=None, version="1.39", transport=transport
         )
-        return placement(environ, start_response)
 
-    transport = httpx.WSGITransport(app=as_admin)
-    return PlacementClient("http://placement.ui", token=None, version="1.39", transport=transport)
+    return once(make)
