@@ -143,6 +143,26 @@ def populate(engine: sa.Engine, topo, project: str, user: str) -> None:  # noqa:
             conn.execute(t.allocations.insert(), allocations)
 
 
+def deployment(
+    loadgen: types.ModuleType, url: str | None, n: int, seed: int
+) -> tuple[sa.Engine, object] | None:
+    """The engine of `url` (default: a temporary SQLite) holding loadgen's topology of
+    `n` trees (written when the database is empty), and the topology; None (said why)
+    when the database holds something else."""
+    url = url or f"sqlite:///{tempfile.mkdtemp(prefix='tally-bench-')}/bench.sqlite"
+    engine = make_engine(url)
+    prepare_database(engine)
+    topo = loadgen.Topology(n, seed, 0.10, 4, 0.20, 10, 0.30)
+    with engine.connect() as conn:
+        have = conn.execute(sa.select(sa.func.count()).select_from(t.resource_providers)).scalar()
+    if have == 0:
+        populate(engine, topo, loadgen.PROJECT_ID, loadgen.USER_ID)
+    elif have != len(topo.providers):
+        print(f"the database holds {have} providers: give an empty one (or this N's)")
+        return None
+    return engine, topo
+
+
 def digest(loadgen: types.ModuleType, doc: dict) -> str:
     """loadgen's digest of a candidate set (order-insensitive)."""
     reqs = sorted(loadgen.LoadGen.norm_request(r) for r in doc["allocation_requests"])
@@ -171,18 +191,11 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
 
     loadgen = import_loadgen(Path(a.loadgen))
-    url = a.database_url or f"sqlite:///{tempfile.mkdtemp(prefix='tally-bench-')}/bench.sqlite"
-    engine = make_engine(url)
-    prepare_database(engine)
     t0 = time.perf_counter()
-    topo = loadgen.Topology(a.n, a.seed, 0.10, 4, 0.20, 10, 0.30)
-    with engine.connect() as conn:
-        have = conn.execute(sa.select(sa.func.count()).select_from(t.resource_providers)).scalar()
-    if have == 0:
-        populate(engine, topo, loadgen.PROJECT_ID, loadgen.USER_ID)
-    elif have != len(topo.providers):
-        print(f"the database holds {have} providers: give an empty one (or this N's)")
+    found = deployment(loadgen, a.database_url, a.n, a.seed)
+    if found is None:
         return 2
+    engine, topo = found
     print(
         f"# N={a.n} seed={a.seed}: {len(topo.providers)} providers, "
         f"{len(topo.prepop)} consumers, setup {time.perf_counter() - t0:.1f}s, "

@@ -28,7 +28,6 @@ import argparse
 import gc
 import json
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -36,13 +35,10 @@ import falcon.testing
 import sqlalchemy as sa
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from candidates import PERF, import_loadgen, percentile, populate  # noqa: E402
+from candidates import PERF, deployment, import_loadgen, percentile  # noqa: E402
 
 from tally.config import Settings  # noqa: E402
-from tally.db import schema as t  # noqa: E402
-from tally.db.engine import make_engine  # noqa: E402
 from tally.placement.app import create_app  # noqa: E402
-from tally.placement.ledger.bootstrap import prepare_database  # noqa: E402
 
 
 def listing_shapes(loadgen, topo) -> list[tuple[str, str]]:  # noqa: ANN001
@@ -110,18 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
 
     loadgen = import_loadgen(Path(a.loadgen))
-    url = a.database_url or f"sqlite:///{tempfile.mkdtemp(prefix='tally-bench-')}/bench.sqlite"
-    engine = make_engine(url)
-    prepare_database(engine)
     t0 = time.perf_counter()
-    topo = loadgen.Topology(a.n, a.seed, 0.10, 4, 0.20, 10, 0.30)
-    with engine.connect() as conn:
-        have = conn.execute(sa.select(sa.func.count()).select_from(t.resource_providers)).scalar()
-    if have == 0:
-        populate(engine, topo, loadgen.PROJECT_ID, loadgen.USER_ID)
-    elif have != len(topo.providers):
-        print(f"the database holds {have} providers: give an empty one (or this N's)")
+    found = deployment(loadgen, a.database_url, a.n, a.seed)
+    if found is None:
         return 2
+    engine, topo = found
     if a.analyze:
         analyze(engine)
     print(
