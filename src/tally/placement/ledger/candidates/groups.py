@@ -114,8 +114,9 @@ def same_provider_parts(
     chosen -= ids.bad_aggs
     chosen -= ctx.holding_any(ids.forbidden)
     if not stock:  # resourceless group: roots come from the provider table
-        ctx.snap.load_providers(chosen)
-        ctx.root_of.update({rp: ctx.snap.rows[rp][2] for rp in chosen})
+        missing = [rp for rp in chosen if rp not in ctx.root_of]  # (the index has all)
+        ctx.snap.load_providers(missing)
+        ctx.root_of.update({rp: ctx.snap.rows[rp][2] for rp in missing})
     root_of, anchor_roots = ctx.root_of, ctx.anchor_roots
     amounts = ids.amounts
     by_anchor: dict[int, list[Part]] = defaultdict(list)
