@@ -11,11 +11,13 @@ build, which a system chromium may not match.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import struct
 import tempfile
 import uuid as uuidlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -66,6 +68,8 @@ def browser():
         options.add_argument(flag)
     driver = webdriver.Chrome(options=options, service=Service(CHROMEDRIVER))
     driver.set_page_load_timeout(30)
+    # a form sent with Enter returns before the next page is in: lookups wait for it
+    driver.implicitly_wait(10)
     try:
         yield driver
     finally:
@@ -140,6 +144,19 @@ def page_numbers(scope) -> dict[str, tuple[int, int, int]]:
     return found
 
 
+@contextlib.contextmanager
+def navigating(driver) -> Iterator[None]:
+    """Around an action that loads a new page: wait until the old one is gone
+    (a form sent with Enter returns before the next page is in)."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    old = driver.find_element(By.TAG_NAME, "html")
+    yield
+    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+
+
 def provider_rows(driver) -> list[str]:
     from selenium.webdriver.common.by import By
 
@@ -170,7 +187,8 @@ def test_the_page_in_a_real_browser(tmp_path: Path, browser):
         browser.get(f"{url}/tally/ui/")
         assert "401" in browser.find_element(By.TAG_NAME, "h1").text
         field = browser.find_element(By.ID, "f-token")
-        field.send_keys("admin", Keys.ENTER)
+        with navigating(browser):
+            field.send_keys("admin", Keys.ENTER)
         assert browser.find_element(By.TAG_NAME, "h1").text == "Providers"
         assert provider_rows(browser) == ["cn-<b>over</b>", "cn-alpha", "cn-beta"]
 
@@ -183,29 +201,35 @@ def test_the_page_in_a_real_browser(tmp_path: Path, browser):
 
         # sort by fullness with the select, filter by name with the field
         Select(browser.find_element(By.ID, "f-sort")).select_by_value("fullness")
-        browser.find_element(By.ID, "f-name").send_keys(Keys.ENTER)
+        with navigating(browser):
+            browser.find_element(By.ID, "f-name").send_keys(Keys.ENTER)
         assert provider_rows(browser) == ["cn-<b>over</b>", "cn-beta", "cn-alpha"]
         name = browser.find_element(By.ID, "f-name")
-        name.send_keys("ALPHA", Keys.ENTER)
+        with navigating(browser):
+            name.send_keys("ALPHA", Keys.ENTER)
         assert provider_rows(browser) == ["cn-alpha"]
         assert "name=ALPHA" in browser.current_url and "sort=fullness" in browser.current_url
         trait = browser.find_element(By.ID, "f-trait")
         name = browser.find_element(By.ID, "f-name")
         name.clear()
-        trait.send_keys("CUSTOM_FAST", Keys.ENTER)
+        with navigating(browser):
+            trait.send_keys("CUSTOM_FAST", Keys.ENTER)
         assert provider_rows(browser) == ["cn-beta"]
-        browser.find_element(By.LINK_TEXT, "Clear filters").click()
+        with navigating(browser):
+            browser.find_element(By.LINK_TEXT, "Clear filters").click()
         assert len(provider_rows(browser)) == 3
 
         # the capacity box answers with `tally capacity`'s counts
-        browser.find_element(By.ID, "f-shape").send_keys("VCPU:1", Keys.ENTER)
+        with navigating(browser):
+            browser.find_element(By.ID, "f-shape").send_keys("VCPU:1", Keys.ENTER)
         result = browser.find_element(By.ID, "capacity-result")
         assert result.tag_name == "table"
         assert "cn-alpha" in result.text
         assert len(provider_rows(browser)) == 3
 
         # open a provider from its link; its bars are the API's numbers
-        browser.find_element(By.LINK_TEXT, "cn-alpha").click()
+        with navigating(browser):
+            browser.find_element(By.LINK_TEXT, "cn-alpha").click()
         assert browser.find_element(By.TAG_NAME, "h1").text == "cn-alpha"
         assert browser.find_element(By.ID, "provider-uuid").text == ids["alpha"]
         inventory = browser.find_element(By.ID, "inventory")
