@@ -12,13 +12,21 @@ import logging
 import random
 import uuid as uuidlib
 
+import orjson
 import pytest
 import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
 from tally.placement.candidate_query import parse_query
-from tally.placement.ledger.candidates import Index, Options, find_candidates, search_in, walk
+from tally.placement.ledger.candidates import (
+    Index,
+    Options,
+    candidates_json,
+    find_candidates,
+    search_in,
+    walk,
+)
 
 SHAPES = [
     "resources=VCPU:1,MEMORY_MB:512",
@@ -60,8 +68,25 @@ def _assert_indexes_agree(engine: sa.Engine, indexes: list[Index]) -> None:
         request = parse_query(_query(shape), (1, 39))
         with engine.connect() as conn:
             expected = _normal(search_in(conn, request, Options()))
+            body = _body(search_in(conn, request, Options()))
         for index in indexes:
-            assert _normal(find_candidates(engine, request, Options(), index)) == expected, shape
+            found = find_candidates(engine, request, Options(), index)
+            assert _normal(found) == expected, shape
+            # the answer written straight to JSON, from the index's kept summaries:
+            # the same bytes as the dicts (the tables may list a summary's classes
+            # in another order)
+            written = candidates_json(engine, request, Options(), index)
+            assert written == _body(found), shape
+            assert orjson.loads(written) == orjson.loads(body), shape
+
+
+def _body(result) -> bytes:  # noqa: ANN001
+    return orjson.dumps(
+        {
+            "allocation_requests": result.allocation_requests,
+            "provider_summaries": result.provider_summaries,
+        }
+    )
 
 
 class Cloud:

@@ -46,6 +46,8 @@ class AllocationCandidates:
 
     def _answer(self, request: ledger.CandidateRequest, version: tuple[int, int]) -> bytes:
         """The JSON body (everything built on the way is freed on return)."""
+        if version >= MAPPINGS:  # the newest shape, written straight to JSON
+            return ledger.candidates_json(self.service.engine, request, self.options, self.index)
         result = ledger.find_candidates(self.service.engine, request, self.options, self.index)
         body = {
             "allocation_requests": _requests(result.allocation_requests, version),

@@ -7,9 +7,11 @@
     groups.py     what each group can take, per anchor tree
     search.py     names -> ids, run the groups, combine them into candidates
     summaries.py  limit, provider summaries, the answer in uuids and names
+    render.py     the same answer written straight to JSON (newest shape)
 
 `find_candidates` is the one entry point (`search_in` for a connection already
-open, always on the database).
+open, always on the database); `candidates_json` gives the same answer as the
+JSON body of the newest microversion.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from collections.abc import Iterator
 import sqlalchemy as sa
 
 from tally.db.engine import transaction
-from tally.placement.ledger.candidates import search, summaries
+from tally.placement.ledger.candidates import render, search, summaries
 from tally.placement.ledger.candidates.index import Index, View
 from tally.placement.ledger.candidates.index import shared as shared_index
 from tally.placement.ledger.candidates.request import CandidateRequest
@@ -35,6 +37,7 @@ __all__ = [
     "Index",
     "Options",
     "Result",
+    "candidates_json",
     "find_candidates",
     "gc_paused",
     "search_in",
@@ -56,6 +59,30 @@ def find_candidates(
                 if view is not None:
                     return _search(view, request, options)
         return search_in(conn, request, options)
+
+
+def candidates_json(
+    engine: sa.Engine,
+    request: CandidateRequest,
+    options: Options | None = None,
+    index: Index | None = None,
+) -> bytes:
+    """`find_candidates` as the JSON body of microversion 1.34 on (mappings,
+    summaries with parents and roots), written while the index is held."""
+    options = options or Options()
+    with transaction(engine) as conn:
+        if index is not None:
+            with index.view(conn) as view:
+                if view is not None:
+                    return _render(view, request, options)
+        return _render(Snapshot(conn), request, options)
+
+
+def _render(source: Snapshot | View, request: CandidateRequest, options: Options) -> bytes:
+    ctx, found = search.run(source, request, options)
+    if ctx is None:
+        return render.EMPTY
+    return render.body(ctx, request, summaries.choose(ctx, request, found, options))
 
 
 def search_in(

@@ -22,7 +22,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 
 from tally.placement.ledger.candidates.index import View
 from tally.placement.ledger.candidates.request import RequestGroup
-from tally.placement.ledger.candidates.snapshot import Snapshot, Stock, fitting
+from tally.placement.ledger.candidates.snapshot import Snapshot, Stock
 
 Alloc = tuple[int, int, int]  # (provider id, class id, amount)
 # (allocs, providers): what the group takes, and the providers it maps to
@@ -87,7 +87,7 @@ def stock_for(ctx: Context, ids: GroupIds) -> dict[int, list[Stock]] | None:
     when some class has none anywhere (upstream: no candidates at all)."""
     found = {}
     for rc, amount in ids.amounts:
-        rows = fitting(ctx.stock[rc], amount)
+        rows = ctx.snap.fitting(rc, ctx.stock[rc], amount)
         if ids.tree is not None:
             rows = [s for s in rows if s[1] == ids.tree]
         if not rows:

@@ -14,6 +14,7 @@ summaries run unchanged over either.
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import logging
 import resource
@@ -23,14 +24,16 @@ from collections import defaultdict
 from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
+import orjson
 import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.placement.ledger.candidates.snapshot import ProviderRow, Stock, capacity_of
+from tally.placement.ledger.candidates.snapshot import ProviderRow, Stock, capacity_of, fitting
 
 LOG = logging.getLogger(__name__)
 CHUNK = 500  # ids per IN list when reloading a set of providers
+FITTING_KEPT = 32  # amounts per class whose fitting inventories are kept
 
 _RP, _INV, _ALLOC = t.resource_providers, t.inventories, t.allocations
 _RPT, _RPA, _AGG = (
@@ -88,7 +91,8 @@ class Index:
         self.inventories: dict[int, dict[int, Inventory]] = {}  # provider -> class -> ...
         self.used: dict[int, dict[int, int]] = {}  # provider -> class -> used
         self.by_class: dict[int, dict[int, Stock]] = defaultdict(dict)  # class -> provider
-        self._stock_lists: dict[int, list[Stock]] = {}
+        self._stock_lists: dict[int, list[Stock]] = {}  # class -> by provider id
+        self._fitting: dict[int, dict[int, list[Stock]]] = {}  # class -> amount -> rows
         self.traits: dict[int, set[int]] = {}  # provider -> trait ids
         self.holders: dict[int, set[int]] = defaultdict(set)  # trait -> providers
         self.aggregates: dict[int, set[int]] = {}  # provider -> aggregate ids
@@ -99,6 +103,7 @@ class Index:
         self.trait_ids: dict[str, int] = {}
         self.trait_names: dict[int, str] = {}
         self._summaries: dict[int, dict[str, Any]] = {}
+        self._summaries_json: dict[int, str] = {}  # provider -> '"uuid":{...}'
 
     @contextlib.contextmanager
     def view(self, conn: sa.Connection) -> Iterator[View | None]:
@@ -126,6 +131,7 @@ class Index:
         if journal.NAMES in changed:
             self._load_names(conn)
             self._summaries.clear()  # a renamed class shows in every summary
+            self._summaries_json.clear()
         changed.discard(journal.NAMES)
         if changed:
             self._reload(conn, changed)
@@ -182,13 +188,14 @@ class Index:
                     del self.trees[row[2]]
         for rc in self.inventories.pop(rp, {}):
             self.by_class[rc].pop(rp, None)
-            self._stock_lists.pop(rc, None)
+            self._patch(rc, rp, None)
         self.used.pop(rp, None)
         for trait in self.traits.pop(rp, ()):
             self.holders[trait].discard(rp)
         for agg in self.aggregates.pop(rp, ()):
             self.members[agg].discard(rp)
         self._summaries.pop(rp, None)
+        self._summaries_json.pop(rp, None)
 
     def _load(self, conn: sa.Connection, ids: list[int] | None) -> None:
         """Read the given providers (None: all) into the index."""
@@ -262,8 +269,18 @@ class Index:
             return
         used = self.used.get(rp, {})
         for rc, (capacity, low, high, step) in self.inventories.get(rp, {}).items():
-            self.by_class[rc][rp] = (rp, row[2], capacity, used.get(rc, 0), low, high, step)
-            self._stock_lists.pop(rc, None)
+            stock = self.by_class[rc][rp] = (rp, row[2], capacity, used.get(rc, 0), low, high, step)
+            self._patch(rc, rp, stock)
+
+    def _patch(self, rc: int, rp: int, stock: Stock | None) -> None:
+        """Bring the kept lists of class `rc` up to date for provider `rp` (None:
+        it has no inventory of the class any more). A claim changes a provider
+        or two: patching costs a search in each list, not a rebuild."""
+        kept = self._stock_lists.get(rc)
+        if kept is not None:
+            _put(kept, rp, stock)
+        for amount, rows in self._fitting.get(rc, {}).items():
+            _put(rows, rp, stock if stock is not None and fitting([stock], amount) else None)
 
     # -- reading ----------------------------------------------------------------
 
@@ -285,6 +302,28 @@ class Index:
         """Summaries by provider uuid, in the order given."""
         kept, rows, build = self._summaries, self.rows, self.summary
         return {rows[rp][0]: kept.get(rp) or build(rp) for rp in providers}
+
+    def fitting(self, rc: int, amount: int) -> list[Stock]:
+        """The inventories of a class one allocation of `amount` fits in, in
+        provider id order (kept for the last FITTING_KEPT amounts of each class)."""
+        by_amount = self._fitting.setdefault(rc, {})
+        found = by_amount.get(amount)
+        if found is None:
+            if len(by_amount) >= FITTING_KEPT:
+                del by_amount[next(iter(by_amount))]  # the oldest
+            found = by_amount[amount] = fitting(self.stock_list(rc), amount)
+        return found
+
+    def summaries_json(self, providers: list[int]) -> list[str]:
+        """Each provider's `"uuid":{summary}` as JSON, in the order given."""
+        kept, build = self._summaries_json, self._summary_json
+        return [kept.get(rp) or build(rp) for rp in providers]
+
+    def _summary_json(self, rp: int) -> str:
+        found = self._summaries_json[rp] = (
+            f'"{self.rows[rp][0]}":{orjson.dumps(self.summary(rp)).decode()}'
+        )
+        return found
 
     def summary(self, rp: int) -> dict[str, Any]:
         """A provider's summary with every class it has (kept until it changes;
@@ -379,6 +418,13 @@ class View:
                 found[rc] = [s for s in every if s[1] in roots]
         return found
 
+    def fitting(self, rc: int, rows: list[Stock], amount: int) -> list[Stock]:
+        """`fitting(rows, amount)`; kept by the index when `rows` is the whole class."""
+        index = self.index
+        if rows is index.stock_list(rc):
+            return index.fitting(rc, amount)
+        return fitting(rows, amount)
+
     def load_providers(self, ids: Collection[int]) -> None:
         """Everything is loaded."""
 
@@ -406,6 +452,22 @@ class View:
             for rp in providers
             if index.traits.get(rp)
         }
+
+
+def _put(rows: list[Stock], rp: int, stock: Stock | None) -> None:
+    """Replace, insert or (None) remove the row of `rp` in a list in provider order."""
+    i = bisect.bisect_left(rows, rp, key=_provider)
+    if i < len(rows) and rows[i][0] == rp:
+        if stock is None:
+            del rows[i]
+        else:
+            rows[i] = stock
+    elif stock is not None:
+        rows.insert(i, stock)
+
+
+def _provider(stock: Stock) -> int:
+    return stock[0]
 
 
 def _pick(mapping: dict, keys: Iterable) -> dict:

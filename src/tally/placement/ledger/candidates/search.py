@@ -307,7 +307,9 @@ def _merge(
             for allocs, providers in only[anchor]:
                 yield allocs, (providers,)
     else:
-        generate = _Combiner(ctx, request, parts, anchors).candidates
+        combiner = _Combiner(ctx, request, parts, anchors)
+        anchors = combiner.worth_walking(anchors)
+        generate = combiner.candidates
     streams = [generate(anchor) for anchor in anchors]
     if options.strategy == "breadth-first":
         stream = _round_robin(streams)
@@ -449,6 +451,21 @@ class _Combiner:
                 isolated.discard(single)
             for key, amount in added:
                 taken[key] -= amount
+
+    def worth_walking(self, anchors: list[int]) -> list[int]:
+        """`anchors` without those where isolated groups all sit on one and the
+        same provider (a flat tree: the usual case, dropped here in bulk)."""
+        need = sum(self.granular) if self.isolate else 0
+        if need < 2:
+            return anchors
+        lone: dict[int, int] | None = None  # anchor -> the one provider of every group
+        for parts, granular in zip(self.parts, self.granular, strict=True):
+            if granular:
+                here = {a: found[0][1][0] for a, found in parts.items() if len(found) == 1}
+                if lone is not None:
+                    here = {a: rp for a, rp in lone.items() if here.get(a) == rp}
+                lone = here
+        return [a for a in anchors if a not in lone] if lone else anchors
 
     def _enough_providers(self, anchor: int) -> bool:
         """Isolated groups need as many providers as there are suffixed groups

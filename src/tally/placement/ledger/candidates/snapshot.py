@@ -67,6 +67,10 @@ class Snapshot:
         self._trees: set[int] = set()
         self._has_trees: bool | None = None
 
+    def fitting(self, rc: int, rows: list[Stock], amount: int) -> list[Stock]:
+        """The rows of class `rc` one allocation of `amount` fits in."""
+        return fitting(rows, amount)
+
     def fresh(self) -> Snapshot:
         """A snapshot that has read nothing yet, on the same connection."""
         return Snapshot(self.conn)

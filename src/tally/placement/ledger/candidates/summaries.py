@@ -29,11 +29,28 @@ class Result:
     provider_summaries: dict[str, dict[str, Any]]
 
 
+# What an answer shows: the candidates (after `limit`), the providers to
+# summarize and their roots; None when there is nothing to show.
+Chosen = tuple[list[Candidate], set[int], set[int]] | None
+
+
 def build(
     ctx: Context, request: CandidateRequest, found: list[Candidate], options: Options
 ) -> Result:
-    if not found:
+    chosen = choose(ctx, request, found, options)
+    if chosen is None:
         return Result([], {})
+    found, members, roots = chosen
+    return Result(_requests(ctx, request, found), summaries_of(ctx, request, members, roots))
+
+
+def choose(
+    ctx: Context, request: CandidateRequest, found: list[Candidate], options: Options
+) -> Chosen:
+    """Drop what old microversions cannot express, apply `limit`, and find the
+    providers to summarize (every one of the trees the candidates touch)."""
+    if not found:
+        return None
     snap = ctx.snap
     root_of = ctx.root_of
     scope: set[int] | None = None  # providers to summarize; None: whole trees
@@ -49,7 +66,7 @@ def build(
     elif options.randomize:
         random.shuffle(found)
     if not found:
-        return Result([], {})
+        return None
     roots = {root_of[rp] for allocs, _ in found for rp, _, _ in allocs}
     if isinstance(snap, View):  # every tree is at hand
         trees = snap.index.trees
@@ -64,7 +81,7 @@ def build(
             members = {rp for rp in scope if root_of[rp] in roots}
         mapped = {rp for _, mappings in found for providers in mappings for rp in providers}
         snap.load_providers(mapped)
-    return Result(_requests(ctx, request, found), _summaries(ctx, request, members, roots))
+    return found, members, roots
 
 
 def _one_per_tree(candidate: Candidate, root_of: dict[int, int]) -> bool:
@@ -111,7 +128,7 @@ def _requests(
     return out
 
 
-def _summaries(
+def summaries_of(
     ctx: Context, request: CandidateRequest, members: set[int], roots: set[int]
 ) -> dict[str, dict[str, Any]]:
     snap = ctx.snap
