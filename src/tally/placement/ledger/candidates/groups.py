@@ -181,11 +181,12 @@ def tree_parts(
         without a call per anchor for the usual tree)."""
         found = []
         append, n = found.append, len(ones)
-        for anchor in anchors:
+        # each anchor's provider per class, column by column (None: a choice)
+        columns = [[one.get(anchor) for anchor in anchors] for one in ones]
+        for anchor, combo in zip(anchors, zip(*columns, strict=True), strict=True):
             if anchor in choosy:
                 found.extend(build(anchor))
                 continue
-            combo = tuple([one[anchor] for one in ones])
             if forbidden and not forbidden.isdisjoint(combo):
                 continue
             if required and not all([not held.isdisjoint(combo) for held in required]):

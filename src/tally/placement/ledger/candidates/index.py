@@ -29,7 +29,13 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.placement.ledger.candidates.snapshot import ProviderRow, Stock, capacity_of, fitting
+from tally.placement.ledger.candidates.snapshot import (
+    PROVIDER,
+    ProviderRow,
+    Stock,
+    capacity_of,
+    fitting,
+)
 
 LOG = logging.getLogger(__name__)
 CHUNK = 500  # ids per IN list when reloading a set of providers
@@ -84,6 +90,7 @@ class Index:
     def _clear(self) -> None:
         self.rows: dict[int, ProviderRow] = {}
         self.by_uuid: dict[str, int] = {}
+        self.quoted: dict[int, str] = {}  # provider -> its uuid as a JSON string
         self.root_of: dict[int, int] = {}
         self.roots: set[int] = set()
         self._sorted_roots: list[int] | None = None
@@ -178,6 +185,7 @@ class Index:
         row = self.rows.pop(rp, None)
         if row is not None:
             del self.by_uuid[row[0]]
+            del self.quoted[rp]
             del self.root_of[rp]
             self.roots.discard(rp)
             self._sorted_roots = None
@@ -216,6 +224,7 @@ class Index:
         for rp, uuid, parent, root in providers:
             self.rows[rp] = (uuid, parent, root)
             self.by_uuid[uuid] = rp
+            self.quoted[rp] = f'"{uuid}"'
             self.root_of[rp] = root
             self.trees[root].add(rp)
             if parent is None:
@@ -456,7 +465,7 @@ class View:
 
 def _put(rows: list[Stock], rp: int, stock: Stock | None) -> None:
     """Replace, insert or (None) remove the row of `rp` in a list in provider order."""
-    i = bisect.bisect_left(rows, rp, key=_provider)
+    i = bisect.bisect_left(rows, rp, key=PROVIDER)
     if i < len(rows) and rows[i][0] == rp:
         if stock is None:
             del rows[i]
@@ -464,10 +473,6 @@ def _put(rows: list[Stock], rp: int, stock: Stock | None) -> None:
             rows[i] = stock
     elif stock is not None:
         rows.insert(i, stock)
-
-
-def _provider(stock: Stock) -> int:
-    return stock[0]
 
 
 def _pick(mapping: dict, keys: Iterable) -> dict:

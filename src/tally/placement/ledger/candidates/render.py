@@ -63,7 +63,8 @@ class _Pieces(dict):
 
 def _requests(ctx: Context, request: CandidateRequest, found: list[Candidate]) -> list[str]:
     """Each candidate as `{"allocations":{...},"mappings":{...}}`."""
-    uuid = _Quoted(ctx.snap.rows)
+    snap = ctx.snap
+    uuid = snap.index.quoted if isinstance(snap, View) else _Quoted(snap.rows)
     names = {rc: orjson.dumps(name).decode() for rc, name in ctx.class_names.items()}
     pieces = _Pieces(names)
     suffixes = [orjson.dumps(group.suffix).decode() for group in request.groups]
@@ -75,6 +76,7 @@ def _requests(ctx: Context, request: CandidateRequest, found: list[Candidate]) -
         only = suffixes[0]
     out = []
     append = out.append
+    quote = uuid.__getitem__
     for allocs, mappings in found:
         if single:
             providers = mappings[0]
@@ -85,11 +87,11 @@ def _requests(ctx: Context, request: CandidateRequest, found: list[Candidate]) -
                     f'"mappings":{{{only}:[{u}]}}}}'
                 )
                 continue
-            mapped = f"{only}:[{','.join([uuid[rp] for rp in providers])}]"
+            mapped = f"{only}:[{','.join(map(quote, providers))}]"
         else:
             mapped = ",".join(
                 [
-                    f"{suffix}:[{','.join([uuid[rp] for rp in providers])}]"
+                    f"{suffix}:[{','.join(map(quote, providers))}]"
                     for suffix, providers in zip(suffixes, mappings, strict=True)
                 ]
             )

@@ -21,7 +21,13 @@ from tally.placement.ledger.candidates import groups as g
 from tally.placement.ledger.candidates import narrow, walk
 from tally.placement.ledger.candidates.index import View
 from tally.placement.ledger.candidates.request import CandidateRequest, RequestGroup
-from tally.placement.ledger.candidates.snapshot import SHARING_TRAIT, Snapshot, Stock, room
+from tally.placement.ledger.candidates.snapshot import (
+    PROVIDER,
+    SHARING_TRAIT,
+    Snapshot,
+    Stock,
+    room,
+)
 from tally.placement.ledger.errors import BadRequest
 
 Candidate = tuple[tuple[g.Alloc, ...], tuple[tuple[int, ...], ...]]  # (allocs, mappings)
@@ -299,7 +305,7 @@ def _merge(
             found = only.every(anchors)
         else:
             found = [part for a in anchors for part in only[a]]
-        return _distinct([(allocs, (rps,)) for allocs, rps in found], ctx.sharing)
+        return _distinct([(allocs, (rps,)) for allocs, rps in found], ctx)
     if len(parts) == 1:
         only = parts[0]
 
@@ -325,10 +331,14 @@ def _merge(
     return list(found)
 
 
-def _distinct(found: list[Candidate], sharing: set[int]) -> list[Candidate]:
+def _distinct(found: list[Candidate], ctx: g.Context) -> list[Candidate]:
     """`found` without repeats: only a candidate all of whose providers share
-    can come again (from each tree they share into)."""
-    if not sharing:
+    can come again (from each tree they share into), so none can when some
+    requested class has no sharing provider."""
+    sharing = ctx.sharing
+    if not sharing or not all(
+        any(map(sharing.__contains__, map(PROVIDER, rows))) for rows in ctx.stock.values()
+    ):
         return found
     seen: set[Candidate] = set()
     kept = []

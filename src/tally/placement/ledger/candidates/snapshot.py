@@ -11,6 +11,7 @@ a filter on thousands of providers costs no more to send than one on three.
 from __future__ import annotations
 
 import json
+import operator
 from collections import defaultdict
 from collections.abc import Collection, Iterable
 
@@ -33,6 +34,7 @@ _RPT, _RPA = t.resource_provider_traits, t.resource_provider_aggregates
 # with capacity = int((total - reserved) * allocation_ratio) as upstream. Plain
 # tuples, not objects: a search over 10,000 trees reads tens of thousands.
 Stock = tuple[int, int, int, int, int, int, int]
+PROVIDER = operator.itemgetter(0)  # a stock row's provider
 
 # A provider row: (uuid, parent id or None, root id).
 ProviderRow = tuple[str, int | None, int]

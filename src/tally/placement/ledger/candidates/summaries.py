@@ -11,6 +11,8 @@ microversions do not show.
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import operator
 import random
 from typing import Any
 
@@ -28,6 +30,8 @@ class Result:
     #            "parent_provider_uuid", "root_provider_uuid"}}
     provider_summaries: dict[str, dict[str, Any]]
 
+
+_FIRST = operator.itemgetter(0)  # a candidate's allocations, an allocation's provider
 
 # What an answer shows: the candidates (after `limit`), the providers to
 # summarize and their roots; None when there is nothing to show.
@@ -67,10 +71,10 @@ def choose(
         random.shuffle(found)
     if not found:
         return None
-    roots = {root_of[rp] for allocs, _ in found for rp, _, _ in allocs}
+    allocations = itertools.chain.from_iterable(map(_FIRST, found))
+    roots = set(map(root_of.__getitem__, map(_FIRST, allocations)))
     if isinstance(snap, View):  # every tree is at hand
-        trees = snap.index.trees
-        members = {rp for root in roots for rp in trees[root]}
+        members = set().union(*map(snap.index.trees.__getitem__, roots))
         if scope is not None:
             members &= scope
     else:
