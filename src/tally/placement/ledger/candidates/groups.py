@@ -98,7 +98,7 @@ def stock_for(ctx: Context, ids: GroupIds) -> dict[int, list[Stock]] | None:
 
 def same_provider_parts(
     ctx: Context, ids: GroupIds, stock: dict[int, list[Stock]]
-) -> dict[int, list[Part]]:
+) -> ProviderParts | dict[int, list[Part]]:
     """Parts of a suffixed group: one provider has all of it."""
     chosen: set[int] | None = None
     for rows in stock.values():
@@ -117,19 +117,44 @@ def same_provider_parts(
         missing = [rp for rp in chosen if rp not in ctx.root_of]  # (the index has all)
         ctx.snap.load_providers(missing)
         ctx.root_of.update({rp: ctx.snap.rows[rp][2] for rp in missing})
-    root_of, anchor_roots = ctx.root_of, ctx.anchor_roots
-    amounts = ids.amounts
-    by_anchor: dict[int, list[Part]] = defaultdict(list)
+    root_of, anchor_roots, sharing = ctx.root_of, ctx.anchor_roots, ctx.sharing
+    by_anchor: dict[int, list[int]] = defaultdict(list)
     for rp in sorted(chosen):
-        part = (tuple([(rp, rc, amount) for rc, amount in amounts]), (rp,))
         root = root_of[rp]
         if anchor_roots is None or root in anchor_roots:
-            by_anchor[root].append(part)
-        if rp in ctx.sharing:
+            by_anchor[root].append(rp)
+        if rp in sharing:
             for anchor in sorted(ctx.shared_into(rp)):
                 if anchor != root and ctx.anchor_ok(anchor):
-                    by_anchor[anchor].append(part)
-    return by_anchor
+                    by_anchor[anchor].append(rp)
+    return ProviderParts(by_anchor, ids.amounts)
+
+
+class ProviderParts(Mapping[int, list[Part]]):
+    """Parts of a suffixed group per anchor: the providers are found in bulk,
+    each anchor's parts made on first use (most anchors of a multi-group
+    request are dropped before any part of theirs is looked at)."""
+
+    def __init__(self, providers: dict[int, list[int]], amounts: list[tuple[int, int]]) -> None:
+        self.providers = providers  # anchor -> providers that can take the group
+        self._amounts = amounts
+        self._built: dict[int, list[Part]] = {}
+
+    def __getitem__(self, anchor: int) -> list[Part]:
+        found = self._built.get(anchor)
+        if found is None:
+            amounts = self._amounts
+            found = self._built[anchor] = [
+                (tuple([(rp, rc, amount) for rc, amount in amounts]), (rp,))
+                for rp in self.providers[anchor]
+            ]
+        return found
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self.providers)
+
+    def __len__(self) -> int:
+        return len(self.providers)
 
 
 def tree_parts(

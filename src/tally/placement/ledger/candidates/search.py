@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 import random
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 
 from tally.placement.ledger.candidates import groups as g
 from tally.placement.ledger.candidates import narrow, walk
@@ -30,6 +31,7 @@ from tally.placement.ledger.candidates.snapshot import (
 )
 from tally.placement.ledger.errors import BadRequest
 
+FEW_COMBINATIONS = 64  # per anchor: test every combination of parts, not walk them
 Candidate = tuple[tuple[g.Alloc, ...], tuple[tuple[int, ...], ...]]  # (allocs, mappings)
 
 
@@ -352,6 +354,20 @@ def _distinct(found: list[Candidate], ctx: g.Context) -> list[Candidate]:
     return kept
 
 
+def _providers(parts: Mapping[int, list[g.Part]]) -> Mapping[int, list[int]]:
+    """The providers of a suffixed group's parts, per anchor."""
+    if isinstance(parts, g.ProviderParts):
+        return parts.providers
+    return {anchor: [part[1][0] for part in found] for anchor, found in parts.items()}
+
+
+def _providers_at(parts: Mapping[int, list[g.Part]], anchor: int) -> list[int]:
+    """The providers of a suffixed group's parts at one anchor."""
+    if isinstance(parts, g.ProviderParts):
+        return parts.providers[anchor]
+    return [part[1][0] for part in parts[anchor]]
+
+
 def _round_robin(streams: list[Iterator[Candidate]]) -> Iterator[Candidate]:
     """One candidate from each anchor in turn, so a cut keeps every tree in play."""
     active = list(streams)
@@ -420,7 +436,38 @@ class _Combiner:
         if self.isolate and not self._enough_providers(anchor):
             return
         lists = [group[anchor] for group in self.parts]
+        if math.prod(map(len, lists)) <= FEW_COMBINATIONS:  # test each: less overhead
+            for chosen in itertools.product(*lists):
+                providers = [rp for _, rps in chosen for rp in rps]
+                if len(set(providers)) == len(providers):  # no provider in two parts:
+                    if self._same_subtree_ok(chosen):  # isolated, and nothing to add up
+                        allocs = itertools.chain.from_iterable([allocs for allocs, _ in chosen])
+                        yield tuple(sorted(allocs)), tuple([rps for _, rps in chosen])
+                elif self._fits(chosen) and self._same_subtree_ok(chosen):
+                    yield self._consolidate(chosen)
+            return
         yield from self._walk(lists, 0, [], {}, set())
+
+    def _fits(self, chosen: tuple[g.Part, ...]) -> bool:
+        """Whether one part per group holds together: isolated groups on distinct
+        providers, and classes asked by several groups within the room left."""
+        if self.isolate:
+            singles = [
+                part[1][0] for part, granular in zip(chosen, self.granular, strict=True) if granular
+            ]
+            if len(set(singles)) != len(singles):
+                return False
+        limits = self.room
+        if limits.classes:
+            taken: dict[tuple[int, int], int] = {}
+            for allocs, _ in chosen:
+                for rp, rc, amount in allocs:
+                    if rc in limits.classes:
+                        key = (rp, rc)
+                        total = taken[key] = taken.get(key, 0) + amount
+                        if total > limits[key]:
+                            return False
+        return True
 
     def _walk(
         self,
@@ -468,13 +515,13 @@ class _Combiner:
         need = sum(self.granular) if self.isolate else 0
         if need < 2:
             return anchors
-        lone: dict[int, int] | None = None  # anchor -> the one provider of every group
-        for parts, granular in zip(self.parts, self.granular, strict=True):
-            if granular:
-                here = {a: found[0][1][0] for a, found in parts.items() if len(found) == 1}
-                if lone is not None:
-                    here = {a: rp for a, rp in lone.items() if here.get(a) == rp}
-                lone = here
+        groups = [
+            _providers(p) for p, granular in zip(self.parts, self.granular, strict=True) if granular
+        ]
+        first = groups[0]
+        lone = {a for a, found in first.items() if len(found) == 1}  # one provider each...
+        for other in groups[1:]:
+            lone = {a for a in lone if other.get(a) == first[a]}  # ...and the same one
         return [a for a in anchors if a not in lone] if lone else anchors
 
     def _enough_providers(self, anchor: int) -> bool:
@@ -484,22 +531,23 @@ class _Combiner:
         seen: set[int] = set()
         for i, parts in enumerate(self.parts):
             if self.granular[i]:
-                for part in parts[anchor]:
-                    seen.add(part[1][0])
-                    if len(seen) >= need:
-                        return True
+                seen.update(_providers_at(parts, anchor))
+                if len(seen) >= need:
+                    return True
         return False
 
     @staticmethod
-    def _consolidate(chosen: list[g.Part]) -> Candidate:
-        totals: dict[tuple[int, int], int] = {}
-        for allocs, _ in chosen:
-            for rp, rc, amount in allocs:
-                totals[(rp, rc)] = totals.get((rp, rc), 0) + amount
-        merged = tuple((rp, rc, n) for (rp, rc), n in sorted(totals.items()))
-        return merged, tuple(providers for _, providers in chosen)
+    def _consolidate(chosen: Sequence[g.Part]) -> Candidate:
+        """One allocation per (provider, class), amounts added, in that order."""
+        merged: list[g.Alloc] = []
+        for alloc in sorted(itertools.chain.from_iterable([allocs for allocs, _ in chosen])):
+            if merged and merged[-1][:2] == alloc[:2]:
+                merged[-1] = (alloc[0], alloc[1], merged[-1][2] + alloc[2])
+            else:
+                merged.append(alloc)
+        return tuple(merged), tuple([providers for _, providers in chosen])
 
-    def _same_subtree_ok(self, chosen: list[g.Part]) -> bool:
+    def _same_subtree_ok(self, chosen: Sequence[g.Part]) -> bool:
         """Each same_subtree set: one of its providers is an ancestor of (or is)
         all the others."""
         for tie in self.subtrees:
