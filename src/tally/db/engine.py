@@ -12,8 +12,12 @@ a deadlock or serialization failure there aborts one transaction, which
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
+import os
+import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
@@ -94,7 +98,57 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
         immediate = conn.get_execution_options().get(WRITE, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
+    _WRITERS[engine] = WriterQueue(url.database if url.database != ":memory:" else None)
     return engine
+
+
+class WriterQueue:
+    """SQLite writers wait their turn here, not in SQLite's busy handler.
+
+    SQLite lets one writer in at a time and makes the others poll, sleeping 1,
+    2, 5, 10 ms and longer between tries: under a steady stream of small writes a
+    waiting writer often sleeps well past the moment the lock came free. Here a
+    writer takes a lock of its process, then an exclusive `flock` on a file next
+    to the database (the other `tally serve` workers on this host), and only then
+    begins: the next writer wakes the moment the previous one commits. SQLite's
+    own lock still guards the data (a writer that is not Tally's just waits in
+    the busy handler, as before)."""
+
+    def __init__(self, database: str | None) -> None:
+        self.path = f"{database}-writers.lock" if database else None
+        self._thread_lock = threading.RLock()
+        self._file: tuple[int, int] | None = None  # (pid, descriptor): one per process
+        self._depth = 0  # turns the thread holding the lock is in
+
+    @contextlib.contextmanager
+    def turn(self) -> Iterator[None]:
+        with self._thread_lock:
+            fd = self._descriptor() if self._depth == 0 else None  # (a nested turn holds it)
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if fd is not None:
+                    fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def _descriptor(self) -> int | None:
+        if self.path is None:
+            return None
+        pid = os.getpid()
+        if self._file is None or self._file[0] != pid:  # new, or inherited over a fork
+            try:
+                self._file = (pid, os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+            except OSError as exc:  # a read-only directory: SQLite alone decides
+                LOG.debug("no writer queue file %s: %s", self.path, exc)
+                self.path = None
+                return None
+        return self._file[1]
+
+
+_WRITERS: weakref.WeakKeyDictionary[sa.Engine, WriterQueue] = weakref.WeakKeyDictionary()
 
 
 def ping(engine: sa.Engine) -> float:
@@ -112,7 +166,8 @@ def is_sqlite(conn_or_engine: sa.Connection | sa.Engine) -> bool:
 @contextlib.contextmanager
 def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connection]:
     """One short transaction: committed on success, rolled back on any error."""
-    with engine.connect() as conn:
+    queue = _WRITERS.get(engine) if write else None
+    with engine.connect() as conn, queue.turn() if queue else contextlib.nullcontext():
         if write:
             conn = conn.execution_options(**{WRITE: True})
         conn.info.pop(_NOTES, None)  # (the info of a pooled connection outlives us)
