@@ -152,9 +152,13 @@ def _providers(conn: sa.Connection, ids: set[int]) -> dict[int, sa.Row]:
     """uuid and generation, as this transaction leaves them, of providers by id."""
     if not ids:
         return {}
-    rp = t.resource_providers
-    query = sa.select(rp.c.id, rp.c.uuid, rp.c.generation).where(rp.c.id.in_(sorted(ids)))
-    return {row.id: row for row in conn.execute(query)}
+    return {row.id: row for row in conn.execute(_PROVIDERS, {"ids": sorted(ids)})}
+
+
+_RP = t.resource_providers
+_PROVIDERS = sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation).where(
+    _RP.c.id.in_(sa.bindparam("ids", expanding=True))
+)
 
 
 def _row(change: Change, caller: Caller, now: dt.datetime, provider: sa.Row | None) -> dict:

@@ -28,6 +28,14 @@ KEEP = 20_000  # change rows kept; a reader further behind reloads everything
 
 LAST = 100  # the journal flushes after every other note: its row lock is held briefly
 _VERSION = sa.select(t.ledger_version.c.version).where(t.ledger_version.c.id == 1)
+# built once: a small write pays the execution, not the building of its statements
+_BUMP = (
+    t.ledger_version.update()
+    .where(t.ledger_version.c.id == 1)
+    .values(version=t.ledger_version.c.version + 1)
+)
+_BUMP_RETURNING = _BUMP.returning(t.ledger_version.c.version)
+_RECORD = t.ledger_changes.insert()
 
 
 def touch(conn: sa.Connection, provider_ids: Iterable[int]) -> None:
@@ -49,19 +57,17 @@ def _flush(conn: sa.Connection, pending: set[int]) -> int | None:
     None when it noted nothing. Run inside the transaction, just before commit."""
     if not pending:
         return None
-    v = t.ledger_version
-    bump = v.update().where(v.c.id == 1).values(version=v.c.version + 1)
     if conn.dialect.update_returning:
-        version = conn.execute(bump.returning(v.c.version)).scalar()
+        version = conn.execute(_BUMP_RETURNING).scalar()
     else:  # MySQL: read back under the row lock the update took
-        bumped = conn.execute(bump).rowcount
+        bumped = conn.execute(_BUMP).rowcount
         version = conn.execute(_VERSION).scalar() if bumped else None
     if version is None:  # the row was deleted by hand: start again past every change
         newest = conn.execute(sa.select(sa.func.max(t.ledger_changes.c.version))).scalar()
         version = (newest or 0) + 1
-        conn.execute(v.insert().values(id=1, version=version))
+        conn.execute(t.ledger_version.insert().values(id=1, version=version))
     rows = [{"version": version, "provider_id": rp} for rp in sorted(pending)]
-    conn.execute(t.ledger_changes.insert(), rows)
+    conn.execute(_RECORD, rows)
     if version % 1000 == 0:  # now and then, drop what no reader needs any more
         c = t.ledger_changes
         conn.execute(c.delete().where(c.c.version <= version - KEEP))
