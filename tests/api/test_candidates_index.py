@@ -1,4 +1,5 @@
-"""The in-memory candidates index stays exactly the database's answer.
+"""The in-memory candidates index stays exactly the database's answer (the
+candidates, and the provider listings it serves too).
 
 Each worker keeps its own index and catches up through the ledger journal. Here
 two apps on one database play two workers: every write goes through one of
@@ -19,6 +20,7 @@ import sqlalchemy as sa
 from tally.db import journal
 from tally.db import schema as t
 from tally.placement.candidate_query import parse_query
+from tally.placement.ledger import provider_listing
 from tally.placement.ledger.candidates import (
     Index,
     Options,
@@ -27,6 +29,8 @@ from tally.placement.ledger.candidates import (
     search_in,
     walk,
 )
+from tally.placement.ledger.provider_filters import ProviderFilter
+from tally.placement.ledger.providers import list_provider_rows
 
 SHAPES = [
     "resources=VCPU:1,MEMORY_MB:512",
@@ -78,6 +82,31 @@ def _assert_indexes_agree(engine: sa.Engine, indexes: list[Index]) -> None:
             written = candidates_json(engine, request, Options(), index)
             assert written == _body(found), shape
             assert orjson.loads(written) == orjson.loads(body), shape
+
+
+LISTINGS = [
+    {},
+    {"resources": {"VCPU": 1}},
+    {"resources": {"VCPU": 2, "DISK_GB": 10}},
+    {"resources": {"MEMORY_MB": 512}, "required_traits": [frozenset({"CUSTOM_FAST"})]},
+    {"required_traits": [frozenset({"CUSTOM_FAST", "HW_CPU_X86_AVX2"})]},
+    {"forbidden_traits": frozenset({"CUSTOM_FAST"})},
+    {"member_of": [frozenset({AGGS[0]})]},
+    {"member_of": [frozenset(AGGS[:2])], "forbidden_aggregates": frozenset({AGGS[2]})},
+    {"forbidden_aggregates": frozenset({AGGS[0]}), "resources": {"DISK_GB": 1}},
+]
+
+
+def _assert_listings_agree(engine: sa.Engine, indexes: list[Index], providers: list[str]) -> None:
+    """GET /resource_providers from each index lists what the tables do."""
+    shapes = list(LISTINGS)
+    if providers:
+        shapes += [{"in_tree": providers[0]}, {"in_tree": providers[-1], "resources": {"VCPU": 1}}]
+    for shape in shapes:
+        wanted = ProviderFilter(**shape)
+        expected = list_provider_rows(engine, wanted)  # the tables
+        for index in indexes:
+            assert list_provider_rows(engine, wanted, index) == expected, shape
 
 
 def _body(result) -> bytes:  # noqa: ANN001
@@ -171,6 +200,11 @@ class Cloud:
             consumer = self.consumers.pop(self.rng.randrange(len(self.consumers)))
             assert self.api().simulate_delete(f"/allocations/{consumer}").status_code == 204
 
+    def rename_provider(self) -> None:
+        rp = self.rng.choice(self.providers)
+        body = {"name": f"{rp}-{self.rng.randrange(1000)}"}
+        assert self.api().simulate_put(f"/resource_providers/{rp}", json=body).status_code == 200
+
     def delete_provider(self) -> None:
         rp = self.rng.choice(self.providers)
         if self.api().simulate_delete(f"/resource_providers/{rp}").status_code == 204:
@@ -189,6 +223,7 @@ class Cloud:
                 self.claim,
                 self.claim,
                 self.release,
+                self.rename_provider,
                 self.delete_provider,
             ]
         )
@@ -207,6 +242,7 @@ def test_two_workers_answer_as_the_tables_after_every_write(api, engine, seed, m
     for _ in range(40):
         cloud.step()
         _assert_indexes_agree(engine, indexes)
+        _assert_listings_agree(engine, indexes, cloud.providers)
     assert all(index.version == indexes[0].version for index in indexes)
 
 
@@ -279,3 +315,13 @@ def test_past_its_memory_cap_a_worker_searches_the_database(engine, api, caplog)
     assert not index.enabled
     assert "candidates_index_max_mb=1" in caplog.text
     assert [list(r["allocations"]) for r in found.allocation_requests] == [[rp]]
+
+
+def test_listing_filters_naming_uuids_in_other_forms_are_left_to_the_database():
+    canonical = str(uuidlib.uuid4())
+    assert provider_listing.served(ProviderFilter(in_tree=canonical, member_of=[frozenset(AGGS)]))
+    assert not provider_listing.served(ProviderFilter(in_tree=canonical.upper()))
+    assert not provider_listing.served(ProviderFilter(in_tree=canonical.replace("-", "")))
+    assert not provider_listing.served(ProviderFilter(forbidden_aggregates=frozenset({"X" * 32})))
+    assert not provider_listing.served(ProviderFilter(name="cn1"))
+    assert not provider_listing.served(ProviderFilter(uuid=canonical))

@@ -7,6 +7,8 @@ import dataclasses
 import sqlalchemy as sa
 
 from tally.config import Settings
+from tally.placement.ledger.candidates.index import Index
+from tally.placement.ledger.candidates.index import shared as shared_index
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15,6 +17,12 @@ class Service:
 
     engine: sa.Engine
     settings: Settings
+
+    def index(self) -> Index | None:
+        """This process's in-memory index of the database, which candidates and
+        provider listings read (None: `candidates_index_max_mb = 0` turned it off)."""
+        max_mb = self.settings.candidates_index_max_mb
+        return shared_index(self.engine, max_mb) if max_mb > 0 else None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -30,8 +30,7 @@ class AllocationCandidates:
             strategy=settings.allocation_candidates_generation_strategy,
             randomize=settings.randomize_allocation_candidates,
         )
-        max_mb = settings.candidates_index_max_mb
-        self.index = ledger.shared_index(service.engine, max_mb) if max_mb > 0 else None
+        self.index = service.index()
 
     @since("1.10")
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:

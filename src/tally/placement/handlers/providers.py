@@ -161,11 +161,12 @@ class Providers:
 
     def __init__(self, service: Service) -> None:
         self.service = service
+        self.index = service.index()
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         wanted = list_filter(req)
         with gc_paused():  # thousands of short-lived tuples and strings, no cycles
-            found = ledger.list_provider_rows(self.service.engine, wanted)
+            found = ledger.list_provider_rows(self.service.engine, wanted, self.index)
             resp.data = render_listing(req, found.rows)
         resp.content_type = falcon.MEDIA_JSON
         cache_headers(req, resp, found.last_modified)

@@ -95,6 +95,24 @@ _BUMP_GENERATION = (
     .where(t.resource_providers.c.generation == sa.bindparam("seen"))
     .values(generation=sa.bindparam("new_generation"), updated_at=sa.bindparam("now"))
 )
+# When a provider last changed, as listings show it (Last-Modified).
+PROVIDER_STAMP = sa.func.coalesce(
+    t.resource_providers.c.updated_at, t.resource_providers.c.created_at, type_=sa.DateTime
+)
+
+
+def newest_stamp(conn: sa.Connection, raw: Iterable) -> dt.datetime | None:
+    """The newest of raw `PROVIDER_STAMP` values as the driver returned them
+    (datetimes, or on SQLite strings of one fixed-width format: either way the
+    newest is their max), as a datetime."""
+    newest = max(filter(None, raw), default=None)
+    if newest is None:
+        return None
+    dialect = conn.dialect
+    convert = PROVIDER_STAMP.type.dialect_impl(dialect).result_processor(dialect, None)
+    return convert(newest) if convert is not None else newest
+
+
 _CLASS_IDS = sa.select(t.resource_classes.c.name, t.resource_classes.c.id).where(
     t.resource_classes.c.name.in_(sa.bindparam("names", expanding=True))
 )

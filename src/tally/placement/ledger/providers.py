@@ -20,10 +20,12 @@ import sqlalchemy as sa
 from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import is_sqlite, run_retrying, transaction
-from tally.placement.ledger import history
+from tally.placement.ledger import history, provider_listing
+from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.common import (
     has_rows,
     locking,
+    newest_stamp,
     provider_row,
     utcnow,
 )
@@ -74,14 +76,13 @@ _RP, _PARENT, _ROOT = (_rp.alias(name) for name in ("rp", "parent", "root"))
 _WITH_PARENT_AND_ROOT = _RP.outerjoin(_PARENT, _RP.c.parent_provider_id == _PARENT.c.id).outerjoin(
     _ROOT, _RP.c.root_provider_id == _ROOT.c.id
 )
-_STAMP = sa.func.coalesce(_RP.c.updated_at, _RP.c.created_at, type_=sa.DateTime)
 _LISTING = sa.select(
     _RP.c.uuid,
     _RP.c.name,
     _RP.c.generation,
     _PARENT.c.uuid,
     sa.func.coalesce(_ROOT.c.uuid, _RP.c.uuid),
-    _STAMP,
+    sa.func.coalesce(_RP.c.updated_at, _RP.c.created_at, type_=sa.DateTime),  # as PROVIDER_STAMP
 ).select_from(_WITH_PARENT_AND_ROOT)
 
 
@@ -138,27 +139,27 @@ class Listing(NamedTuple):
     last_modified: dt.datetime | None
 
 
-def list_provider_rows(engine: sa.Engine, filters: ProviderFilter) -> Listing:
-    """`list_providers` for a listing of thousands: one query (the same filters
-    and joins), its rows as the driver's tuples, no object per provider."""
+def list_provider_rows(
+    engine: sa.Engine, filters: ProviderFilter, index: Index | None = None
+) -> Listing:
+    """`list_providers` for a listing of thousands, as plain rows: from `index`
+    brought up to date (`provider_listing`), else one query (the same filters
+    and joins) whose rows are the driver's tuples."""
     with transaction(engine) as conn:
+        if index is not None and provider_listing.served(filters):
+            with index.view(conn) as view:
+                if view is not None:
+                    rows = provider_listing.listed(view, filters)
+                    return Listing(rows, newest_stamp(conn, map(itemgetter(5), rows)))
         conditions = filter_conditions(conn, _RP.c, filters)
         if conditions is None:
             return Listing([], None)
         result = conn.execute(_LISTING.where(*conditions).order_by(_RP.c.id))
         try:
-            rows = result.cursor.fetchall()
+            rows = list(result.cursor.fetchall())  # (a tuple from some drivers)
         finally:
             result.close()
-        # The raw stamps of one column share the driver's type (datetimes, or on
-        # SQLite strings of one fixed-width format), so the newest is their max.
-        newest = max(filter(None, map(itemgetter(5), rows)), default=None)
-        if newest is not None:
-            dialect = conn.dialect
-            convert = _STAMP.type.dialect_impl(dialect).result_processor(dialect, None)
-            if convert is not None:
-                newest = convert(newest)
-    return Listing(rows, newest)
+        return Listing(rows, newest_stamp(conn, map(itemgetter(5), rows)))
 
 
 # --- writing -----------------------------------------------------------------

@@ -25,12 +25,13 @@ import sqlalchemy as sa
 
 from tally.db.engine import transaction
 from tally.placement.ledger.candidates import render, search, summaries
-from tally.placement.ledger.candidates.index import Index, View
+from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.candidates.index import shared as shared_index
 from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.search import Options
 from tally.placement.ledger.candidates.snapshot import Snapshot
 from tally.placement.ledger.candidates.summaries import Result
+from tally.placement.ledger.candidates.view import View
 
 __all__ = [
     "CandidateRequest",

@@ -8,8 +8,8 @@ it, reloads just the providers changed since (a full reload only after a gap
 the journal no longer covers). Writes never read the index: a claim's capacity
 check stays in its own database transaction.
 
-`View` answers the `Snapshot` questions from the index, so the search and the
-summaries run unchanged over either.
+`View` (view.py) answers the `Snapshot` questions from the index, so the search
+and the summaries run unchanged over either.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import resource
 import threading
 import weakref
 from collections import defaultdict
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -36,6 +36,8 @@ from tally.placement.ledger.candidates.snapshot import (
     capacity_of,
     fitting,
 )
+from tally.placement.ledger.candidates.view import View
+from tally.placement.ledger.common import PROVIDER_STAMP
 
 LOG = logging.getLogger(__name__)
 CHUNK = 500  # ids per IN list when reloading a set of providers
@@ -91,6 +93,10 @@ class Index:
         self.rows: dict[int, ProviderRow] = {}
         self.by_uuid: dict[str, int] = {}
         self.quoted: dict[int, str] = {}  # provider -> its uuid as a JSON string
+        # provider -> (name, generation, stamp): what a listing shows besides the tree
+        # (stamp: updated_at or else created_at, as the driver returns it)
+        self.shown: dict[int, tuple[str, int, Any]] = {}
+        self._listing_rows: dict[int, tuple] = {}
         self.root_of: dict[int, int] = {}
         self.roots: set[int] = set()
         self._sorted_roots: list[int] | None = None
@@ -119,7 +125,7 @@ class Index:
         with self._lock:
             if self.enabled:
                 self._catch_up(conn)
-            yield View(self, conn) if self.enabled else None
+            yield View(self, conn) if self.enabled else None  # (view.py)
 
     # -- keeping up with the journal ------------------------------------------
 
@@ -186,6 +192,8 @@ class Index:
         if row is not None:
             del self.by_uuid[row[0]]
             del self.quoted[rp]
+            del self.shown[rp]
+            self._listing_rows.pop(rp, None)
             del self.root_of[rp]
             self.roots.discard(rp)
             self._sorted_roots = None
@@ -218,11 +226,20 @@ class Index:
                 result.close()
 
         providers = rows(
-            sa.select(_RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id, _RP.c.root_provider_id),
+            sa.select(
+                _RP.c.id,
+                _RP.c.uuid,
+                _RP.c.parent_provider_id,
+                _RP.c.root_provider_id,
+                _RP.c.name,
+                _RP.c.generation,
+                PROVIDER_STAMP,
+            ),
             _RP.c.id,
         )
-        for rp, uuid, parent, root in providers:
+        for rp, uuid, parent, root, name, generation, stamp in providers:
             self.rows[rp] = (uuid, parent, root)
+            self.shown[rp] = (name, generation, stamp)
             self.by_uuid[uuid] = rp
             self.quoted[rp] = f'"{uuid}"'
             self.root_of[rp] = root
@@ -312,6 +329,25 @@ class Index:
         kept, rows, build = self._summaries, self.rows, self.summary
         return {rows[rp][0]: kept.get(rp) or build(rp) for rp in providers}
 
+    def listing_row(self, rp: int) -> tuple:
+        """`(uuid, name, generation, parent uuid or None, root uuid, stamp)`, the
+        row `GET /resource_providers` shows (kept until the provider changes)."""
+        found = self._listing_rows.get(rp)
+        if found is None:
+            uuid, parent, root = self.rows[rp]
+            name, generation, stamp = self.shown[rp]
+            rows = self.rows
+            parent_uuid = rows[parent][0] if parent is not None else None
+            found = self._listing_rows[rp] = (
+                uuid,
+                name,
+                generation,
+                parent_uuid,
+                rows[root][0],
+                stamp,
+            )
+        return found
+
     def fitting(self, rc: int, amount: int) -> list[Stock]:
         """The inventories of a class one allocation of `amount` fits in, in
         provider id order (kept for the last FITTING_KEPT amounts of each class)."""
@@ -354,115 +390,6 @@ class Index:
         return found
 
 
-class View:
-    """The index in `Snapshot`'s shape, for one search (under the index's lock)."""
-
-    def __init__(self, index: Index, conn: sa.Connection) -> None:
-        self.index = index
-        self.conn = conn
-        self.rows = index.rows
-
-    def fresh(self) -> View:
-        return self
-
-    def class_ids(self, names: Iterable[str]) -> dict[str, int]:
-        return _pick(self.index.class_ids, names)
-
-    def trait_ids(self, names: Iterable[str]) -> dict[str, int]:
-        return _pick(self.index.trait_ids, names)
-
-    def aggregate_ids(self, uuids: Iterable[str]) -> dict[str, int]:
-        return _pick(self.index.aggregate_ids, uuids)
-
-    def tree_roots(self, uuids: Iterable[str]) -> dict[str, int]:
-        by_uuid, rows = self.index.by_uuid, self.rows
-        return {u: rows[by_uuid[u]][2] for u in uuids if u in by_uuid}
-
-    def class_names(self, ids: Iterable[int]) -> dict[int, str]:
-        return _pick(self.index.class_names, ids)
-
-    def has_trees(self) -> bool:
-        return len(self.index.roots) != len(self.rows)
-
-    def roots_with_traits(self, required: set[int], forbidden: set[int]) -> set[int]:
-        holders = self.index.holders
-        found = set(self.index.roots)
-        for trait in required:
-            found &= holders.get(trait, set())
-        for trait in forbidden:
-            found -= holders.get(trait, set())
-        return found
-
-    def trait_holders(self, trait_ids: Iterable[int]) -> dict[int, set[int]]:
-        holders = self.index.holders
-        return {tr: set(holders[tr]) for tr in trait_ids if holders.get(tr)}
-
-    def aggregate_members(self, agg_ids: Iterable[int]) -> dict[int, set[int]]:
-        members = self.index.members
-        return {agg: set(members[agg]) for agg in agg_ids if members.get(agg)}
-
-    def sharing_anchors(self, providers: Iterable[int]) -> dict[int, set[int]]:
-        index, rows = self.index, self.rows
-        found: dict[int, set[int]] = {}
-        for sp in providers:
-            roots = {rows[m][2] for agg in index.aggregates.get(sp, ()) for m in index.members[agg]}
-            if roots:
-                found[sp] = roots
-        return found
-
-    def stock(
-        self, class_ids: Iterable[int], roots: Collection[int] | None = None
-    ) -> dict[int, list[Stock]]:
-        index = self.index
-        found: dict[int, list[Stock]] = {}
-        for rc in sorted(set(class_ids)):
-            every = index.stock_list(rc)
-            if roots is None:
-                found[rc] = every
-            elif len(roots) * 4 < len(every):  # few trees: walk them
-                by_rp = index.by_class.get(rc, {})
-                in_trees = [rp for root in roots for rp in index.trees.get(root, ()) if rp in by_rp]
-                found[rc] = [by_rp[rp] for rp in sorted(in_trees)]
-            else:
-                found[rc] = [s for s in every if s[1] in roots]
-        return found
-
-    def fitting(self, rc: int, rows: list[Stock], amount: int) -> list[Stock]:
-        """`fitting(rows, amount)`; kept by the index when `rows` is the whole class."""
-        index = self.index
-        if rows is index.stock_list(rc):
-            return index.fitting(rc, amount)
-        return fitting(rows, amount)
-
-    def load_providers(self, ids: Collection[int]) -> None:
-        """Everything is loaded."""
-
-    def load_trees(self, roots: Collection[int]) -> None:
-        """Everything is loaded."""
-
-    def stock_of_trees(
-        self, roots: Collection[int], skip_classes: Collection[int]
-    ) -> list[tuple[int, int, int, int]]:
-        index = self.index
-        found = []
-        for root in roots:
-            for rp in index.trees.get(root, ()):
-                used = index.used.get(rp, {})
-                for rc, inv in index.inventories.get(rp, {}).items():
-                    if rc not in skip_classes:
-                        found.append((rp, rc, inv[0], used.get(rc, 0)))
-        return found
-
-    def trait_names(self, providers: Collection[int]) -> dict[int, list[str]]:
-        index = self.index
-        names = index.trait_names
-        return {
-            rp: [names[tr] for tr in sorted(index.traits[rp])]
-            for rp in providers
-            if index.traits.get(rp)
-        }
-
-
 def _put(rows: list[Stock], rp: int, stock: Stock | None) -> None:
     """Replace, insert or (None) remove the row of `rp` in a list in provider order."""
     i = bisect.bisect_left(rows, rp, key=PROVIDER)
@@ -473,7 +400,3 @@ def _put(rows: list[Stock], rp: int, stock: Stock | None) -> None:
             rows[i] = stock
     elif stock is not None:
         rows.insert(i, stock)
-
-
-def _pick(mapping: dict, keys: Iterable) -> dict:
-    return {k: mapping[k] for k in set(keys) if k in mapping}

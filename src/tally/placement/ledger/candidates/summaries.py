@@ -17,9 +17,9 @@ import random
 from typing import Any
 
 from tally.placement.ledger.candidates.groups import Context
-from tally.placement.ledger.candidates.index import View
 from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.search import Candidate, Options
+from tally.placement.ledger.candidates.view import View
 
 
 @dataclasses.dataclass

@@ -17,8 +17,8 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 
 from tally.placement.ledger.candidates import groups as g
-from tally.placement.ledger.candidates.index import View
 from tally.placement.ledger.candidates.snapshot import Stock, fitting
+from tally.placement.ledger.candidates.view import View
 
 MIN_TREES = 200  # trees the walk may always look at
 TREES_PER_CANDIDATE = 20  # and this many more per candidate asked

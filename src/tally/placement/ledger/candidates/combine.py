@@ -1,0 +1,227 @@
+"""Step 3 of the search: one part of every group per anchor tree, combined
+into candidates.
+
+Combining walks the groups depth-first and prunes as soon as a partial choice
+breaks `group_policy=isolate` or the capacity of a class requested by more than
+one group, so wide trees cost what they return, not the full product; an anchor
+with few combinations has each tested in turn (less overhead than the walk).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+
+from tally.placement.ledger.candidates import groups as g
+from tally.placement.ledger.candidates.request import CandidateRequest
+from tally.placement.ledger.candidates.snapshot import Stock, room
+from tally.placement.ledger.candidates.view import View
+
+FEW_COMBINATIONS = 64  # per anchor: test every combination of parts, not walk them
+Candidate = g.Candidate
+
+
+def providers_of(parts: Mapping[int, list[g.Part]]) -> Mapping[int, list[int]]:
+    """The providers of a suffixed group's parts, per anchor."""
+    if isinstance(parts, g.ProviderParts):
+        return parts.providers
+    return {anchor: [part[1][0] for part in found] for anchor, found in parts.items()}
+
+
+def providers_at(parts: Mapping[int, list[g.Part]], anchor: int) -> list[int]:
+    """The providers of a suffixed group's parts at one anchor."""
+    if isinstance(parts, g.ProviderParts):
+        return parts.providers[anchor]
+    return [part[1][0] for part in parts[anchor]]
+
+
+class Room(dict):
+    """(provider, class) -> the most one request may take of it, for the classes
+    several groups ask for; worked out on first use (most are never asked)."""
+
+    def __init__(
+        self,
+        stock: dict[int, list[Stock]],
+        classes: set[int],
+        by_class: dict[int, dict[int, Stock]] | None = None,
+    ) -> None:
+        super().__init__()
+        self.stock, self.classes = stock, classes
+        self.rows: dict[int, dict[int, Stock]] = by_class if by_class is not None else {}
+
+    def __missing__(self, key: tuple[int, int]) -> int:
+        rp, rc = key
+        rows = self.rows.get(rc)
+        if rows is None:
+            rows = self.rows[rc] = {s[0]: s for s in self.stock.get(rc, ())}
+        found = self[key] = room(rows[rp])
+        return found
+
+
+class Combiner:
+    """One part per group at one anchor: the depth-first walk."""
+
+    def __init__(
+        self,
+        ctx: g.Context,
+        request: CandidateRequest,
+        parts: list[Mapping[int, list[g.Part]]],
+        anchors: list[int],
+    ) -> None:
+        self.parts = parts
+        self.granular = [group.use_same_provider for group in request.groups]
+        self.isolate = request.isolate
+        index = {group.suffix: i for i, group in enumerate(request.groups)}
+        self.subtrees = [sorted(index[s] for s in tie) for tie in request.same_subtrees]
+        # Only classes asked by several groups can overflow once the groups combine.
+        class_ids = {name: rc for rc, name in ctx.class_names.items()}
+        counts = Counter(class_ids[name] for group in request.groups for name in group.resources)
+        shared = {rc for rc, n in counts.items() if n > 1}
+        index = ctx.snap.index.by_class if isinstance(ctx.snap, View) else None
+        self.room = Room(ctx.stock, shared, index)
+        self.ancestors: dict[int, frozenset[int]] = {}
+        if self.subtrees:  # ancestry: providers come from the anchor trees or share
+            snap = ctx.snap
+            snap.load_providers(ctx.sharing)
+            snap.load_trees(set(anchors) | {snap.rows[sp][2] for sp in ctx.sharing})
+        self.rows = ctx.snap.rows
+
+    def candidates(self, anchor: int) -> Iterator[Candidate]:
+        if self.isolate and not self._enoughproviders_of(anchor):
+            return
+        lists = [group[anchor] for group in self.parts]
+        if math.prod(map(len, lists)) <= FEW_COMBINATIONS:  # test each: less overhead
+            for chosen in itertools.product(*lists):
+                providers = [rp for _, rps in chosen for rp in rps]
+                if len(set(providers)) == len(providers):  # no provider in two parts:
+                    if self._same_subtree_ok(chosen):  # isolated, and nothing to add up
+                        allocs = itertools.chain.from_iterable([allocs for allocs, _ in chosen])
+                        yield tuple(sorted(allocs)), tuple([rps for _, rps in chosen])
+                elif self._fits(chosen) and self._same_subtree_ok(chosen):
+                    yield self._consolidate(chosen)
+            return
+        yield from self._walk(lists, 0, [], {}, set())
+
+    def _fits(self, chosen: tuple[g.Part, ...]) -> bool:
+        """Whether one part per group holds together: isolated groups on distinct
+        providers, and classes asked by several groups within the room left."""
+        if self.isolate:
+            singles = [
+                part[1][0] for part, granular in zip(chosen, self.granular, strict=True) if granular
+            ]
+            if len(set(singles)) != len(singles):
+                return False
+        limits = self.room
+        if limits.classes:
+            taken: dict[tuple[int, int], int] = {}
+            for allocs, _ in chosen:
+                for rp, rc, amount in allocs:
+                    if rc in limits.classes:
+                        key = (rp, rc)
+                        total = taken[key] = taken.get(key, 0) + amount
+                        if total > limits[key]:
+                            return False
+        return True
+
+    def _walk(
+        self,
+        lists: list[list[g.Part]],
+        i: int,
+        chosen: list[g.Part],
+        taken: dict[tuple[int, int], int],
+        isolated: set[int],
+    ) -> Iterator[Candidate]:
+        """Choose a part of group i onwards. (A method, not a nested function: a
+        recursive closure is a reference cycle that would keep the whole search
+        alive until the cyclic collector runs.)"""
+        if i == len(lists):
+            if self._same_subtree_ok(chosen):
+                yield self._consolidate(chosen)
+            return
+        limits = self.room
+        for part in lists[i]:
+            allocs, providers = part
+            single = providers[0] if self.isolate and self.granular[i] else None
+            if single is not None and single in isolated:
+                continue
+            added = []
+            for rp, rc, amount in allocs:
+                if rc in limits.classes:
+                    key = (rp, rc)
+                    total = taken.get(key, 0) + amount
+                    if total > limits[key]:
+                        break
+                    added.append((key, amount))
+                    taken[key] = total
+            else:
+                chosen.append(part)
+                if single is not None:
+                    isolated.add(single)
+                yield from self._walk(lists, i + 1, chosen, taken, isolated)
+                chosen.pop()
+                isolated.discard(single)
+            for key, amount in added:
+                taken[key] -= amount
+
+    def worth_walking(self, anchors: list[int]) -> list[int]:
+        """`anchors` without those where isolated groups all sit on one and the
+        same provider (a flat tree: the usual case, dropped here in bulk)."""
+        need = sum(self.granular) if self.isolate else 0
+        if need < 2:
+            return anchors
+        groups = [
+            providers_of(p)
+            for p, granular in zip(self.parts, self.granular, strict=True)
+            if granular
+        ]
+        first = groups[0]
+        lone = {a for a, found in first.items() if len(found) == 1}  # one provider each...
+        for other in groups[1:]:
+            lone = {a for a in lone if other.get(a) == first[a]}  # ...and the same one
+        return [a for a in anchors if a not in lone] if lone else anchors
+
+    def _enoughproviders_of(self, anchor: int) -> bool:
+        """Isolated groups need as many providers as there are suffixed groups
+        (a cheap first test: a flat tree fails it at once)."""
+        need = sum(self.granular)
+        seen: set[int] = set()
+        for i, parts in enumerate(self.parts):
+            if self.granular[i]:
+                seen.update(providers_at(parts, anchor))
+                if len(seen) >= need:
+                    return True
+        return False
+
+    @staticmethod
+    def _consolidate(chosen: Sequence[g.Part]) -> Candidate:
+        """One allocation per (provider, class), amounts added, in that order."""
+        merged: list[g.Alloc] = []
+        for alloc in sorted(itertools.chain.from_iterable([allocs for allocs, _ in chosen])):
+            if merged and merged[-1][:2] == alloc[:2]:
+                merged[-1] = (alloc[0], alloc[1], merged[-1][2] + alloc[2])
+            else:
+                merged.append(alloc)
+        return tuple(merged), tuple([providers for _, providers in chosen])
+
+    def _same_subtree_ok(self, chosen: Sequence[g.Part]) -> bool:
+        """Each same_subtree set: one of its providers is an ancestor of (or is)
+        all the others."""
+        for tie in self.subtrees:
+            providers = {rp for i in tie for rp in chosen[i][1]}
+            if len(providers) == 1:
+                continue
+            common = frozenset.intersection(*(self._ancestors(rp) for rp in providers))
+            if common.isdisjoint(providers):
+                return False
+        return True
+
+    def _ancestors(self, rp: int) -> frozenset[int]:
+        if rp not in self.ancestors:
+            line, node = [], rp
+            while node is not None:
+                line.append(node)
+                node = self.rows[node][1]
+            self.ancestors[rp] = frozenset(line)
+        return self.ancestors[rp]

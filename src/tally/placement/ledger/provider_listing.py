@@ -1,0 +1,81 @@
+"""`GET /resource_providers` from the worker's in-memory index (the one the
+candidate search reads, `candidates/index.py`), without touching the tables.
+
+The filters mean what their SQL in `provider_filters` means, worked out on the
+index's sets: traits and aggregates by who holds them, `resources` by the
+inventories an allocation of that amount fits in (kept per class and amount).
+A filter on `name` or `uuid` (a lookup of one row, compared in the database's
+own collation), or naming a provider or aggregate by a uuid not in its
+canonical form (which MySQL would still match, ignoring case), is left to the
+database.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+
+from tally.placement.ledger.candidates.view import View
+from tally.placement.ledger.errors import BadRequest
+from tally.placement.ledger.provider_filters import ProviderFilter
+
+
+def served(f: ProviderFilter) -> bool:
+    """Whether the index answers this filter (else the database does)."""
+    named = set().union(*f.member_of, f.forbidden_aggregates)
+    if f.in_tree is not None:
+        named.add(f.in_tree)
+    return f.name is None and f.uuid is None and all(map(_canonical, named))
+
+
+def _canonical(text: str) -> bool:
+    try:
+        return str(uuidlib.UUID(text)) == text
+    except ValueError:
+        return False
+
+
+def listed(view: View, f: ProviderFilter) -> list[tuple]:
+    """The listing rows (`Listing.rows`) of the providers matching `f`, in id order."""
+    index = view.index
+    trait_ids = _known(
+        index.trait_ids,
+        set().union(*f.required_traits, f.forbidden_traits),
+        'Invalid trait(s) in "required" parameter: No such trait(s): {}.',
+    )
+    class_ids = _known(
+        index.class_ids,
+        set(f.resources),
+        "Invalid resource class in resources parameter: No such resource class {}.",
+    )
+    kept: set[int] | None = None  # None: every provider so far
+
+    def keep(providers: set[int]) -> None:
+        nonlocal kept
+        kept = providers if kept is None else kept & providers
+
+    if f.in_tree is not None:
+        rp = index.by_uuid.get(f.in_tree)
+        keep(set(index.trees.get(index.root_of[rp], ())) if rp is not None else set())
+    for any_of in f.required_traits:
+        keep(set().union(*(index.holders.get(trait_ids[name], ()) for name in any_of)))
+    for any_of in f.member_of:
+        known = [index.aggregate_ids[u] for u in any_of if u in index.aggregate_ids]
+        keep(set().union(*(index.members.get(agg, ()) for agg in known)))
+    for name, amount in f.resources.items():
+        keep({stock[0] for stock in index.fitting(class_ids[name], amount)})
+    found = set(index.rows) if kept is None else kept
+    for name in f.forbidden_traits:
+        found -= index.holders.get(trait_ids[name], set())
+    for agg_uuid in f.forbidden_aggregates:
+        if agg_uuid in index.aggregate_ids:
+            found -= index.members.get(index.aggregate_ids[agg_uuid], set())
+    row = index.listing_row
+    return [row(rp) for rp in sorted(found)]
+
+
+def _known(ids: dict[str, int], names: set[str], refusal: str) -> dict[str, int]:
+    """Ids of `names`; 400 naming the unknown ones (as the database path does)."""
+    missing = sorted(names - ids.keys())
+    if missing:
+        raise BadRequest(refusal.format(", ".join(missing)))
+    return {name: ids[name] for name in names}
