@@ -11,7 +11,9 @@ median CPU time of this process and the provider count. With --compare
 RESULTS.json (a loadgen run against upstream, e.g.
 ../shared/tools/perf/results/*.json) it prints upstream's p50 and count.
 
-The tables are left as a bulk load leaves them: no ANALYZE unless --analyze
+Listings are served from the worker's in-memory index (the candidates'); with
+--setting candidates_index_max_mb=0 they run on the tables, which are left as a
+bulk load leaves them: no ANALYZE unless --analyze
 (PostgreSQL's autovacuum may still analyze them a minute later; --explain shows
 the plan each listing got).
 
