@@ -285,6 +285,27 @@ def test_a_provider_deleted_through_one_worker_never_appears_in_the_other(api):
     assert answer["provider_summaries"] == {}
 
 
+def test_a_new_provider_in_a_deleted_ones_place_shows_its_own_uuid(api):
+    """The index keeps candidates of several providers as JSON text; a provider
+    deleted (SQLite may give its id to the next one) must not leave its uuid."""
+    client = api("1.39")
+    root = str(uuidlib.uuid4())
+    client.simulate_post("/resource_providers", json={"name": "root", "uuid": root})
+    disk = {"resource_provider_generation": 0, "inventories": {"DISK_GB": {"total": 100}}}
+    client.simulate_put(f"/resource_providers/{root}/inventories", json=disk)
+    query = "/allocation_candidates?resources=VCPU:1,DISK_GB:1"
+    for _ in range(2):  # the newest provider goes, another comes in its place
+        child = str(uuidlib.uuid4())
+        body = {"name": child, "uuid": child, "parent_provider_uuid": root}
+        assert client.simulate_post("/resource_providers", json=body).status_code == 200
+        cpu = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
+        client.simulate_put(f"/resource_providers/{child}/inventories", json=cpu)
+        found = client.simulate_get(query).json["allocation_requests"]
+        assert [sorted(r["allocations"]) for r in found] == [sorted([root, child])]
+        assert sorted(found[0]["mappings"][""]) == sorted([root, child])
+        assert client.simulate_delete(f"/resource_providers/{child}").status_code == 204
+
+
 def test_an_index_behind_a_pruned_journal_reloads_whole(engine, api):
     client = api("1.39")
     index = Index()

@@ -42,6 +42,7 @@ from tally.placement.ledger.common import PROVIDER_STAMP
 LOG = logging.getLogger(__name__)
 CHUNK = 500  # ids per IN list when reloading a set of providers
 FITTING_KEPT = 32  # amounts per class whose fitting inventories are kept
+REQUEST_TEXTS_KEPT = 50_000  # allocation requests kept as JSON (about 20 MiB)
 
 _RP, _INV, _ALLOC = t.resource_providers, t.inventories, t.allocations
 _RPT, _RPA, _AGG = (
@@ -117,6 +118,8 @@ class Index:
         self.trait_names: dict[int, str] = {}
         self._summaries: dict[int, dict[str, Any]] = {}
         self._summaries_json: dict[int, str] = {}  # provider -> '"uuid":{...}'
+        # group suffixes -> candidate -> its allocation request as JSON (render.py)
+        self._request_texts: dict[tuple[str, ...], dict[tuple, str]] = {}
 
     @contextlib.contextmanager
     def view(self, conn: sa.Connection) -> Iterator[View | None]:
@@ -145,6 +148,7 @@ class Index:
             self._load_names(conn)
             self._summaries.clear()  # a renamed class shows in every summary
             self._summaries_json.clear()
+            self._request_texts.clear()
         changed.discard(journal.NAMES)
         if changed:
             self._reload(conn, changed)
@@ -181,11 +185,15 @@ class Index:
         self.trait_ids = {name: tr for tr, name in self.trait_names.items()}
 
     def _reload(self, conn: sa.Connection, ids: set[int]) -> None:
+        uuids = {rp: self.rows[rp][0] for rp in ids if rp in self.rows}
         for rp in ids:
             self._drop(rp)
         ordered = sorted(ids)
         for start in range(0, len(ordered), CHUNK):
             self._load(conn, ordered[start : start + CHUNK])
+        rows = self.rows
+        if any(rp not in rows or rows[rp][0] != uuid for rp, uuid in uuids.items()):
+            self._request_texts.clear()  # deleted (SQLite may give its id to another)
 
     def _drop(self, rp: int) -> None:
         row = self.rows.pop(rp, None)
@@ -358,6 +366,16 @@ class Index:
                 del by_amount[next(iter(by_amount))]  # the oldest
             found = by_amount[amount] = fitting(self.stock_list(rc), amount)
         return found
+
+    def request_texts(self, suffixes: tuple[str, ...]) -> dict[tuple, str]:
+        """Allocation requests already written as JSON (render.py), by candidate,
+        for requests with these group suffixes. The text is a function of the
+        candidate's ids alone (usage plays no part), so it stays right while no
+        provider is deleted (SQLite may hand its id to the next one) and no class
+        renamed; at most REQUEST_TEXTS_KEPT are kept."""
+        if sum(map(len, self._request_texts.values())) > REQUEST_TEXTS_KEPT:
+            self._request_texts.clear()
+        return self._request_texts.setdefault(suffixes, {})
 
     def summaries_json(self, providers: list[int]) -> list[str]:
         """Each provider's `"uuid":{summary}` as JSON, in the order given."""

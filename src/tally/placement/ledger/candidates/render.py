@@ -5,8 +5,9 @@ An answer can hold tens of thousands of candidates and summaries; building a
 dict per entry and serializing it costs more than the search. Here each
 summary comes from the index's per-provider JSON (kept until the provider
 changes) and each allocation request from a few string pieces computed once
-per answer. The bytes are exactly `orjson.dumps` of what `summaries.build`
-returns for the same candidates (tested), so both paths stay one answer.
+per answer (one of several providers also kept by the index, by candidate).
+The bytes are exactly `orjson.dumps` of what `summaries.build` returns for the
+same candidates (tested), so both paths stay one answer.
 """
 
 from __future__ import annotations
@@ -77,6 +78,9 @@ def _requests(ctx: Context, request: CandidateRequest, found: list[Candidate]) -
     out = []
     append = out.append
     quote = uuid.__getitem__
+    # the candidates of several providers, as written before (a mapping's lookup
+    # costs less than writing one again)
+    written = snap.index.request_texts(tuple(suffixes)) if isinstance(snap, View) else {}
     for allocs, mappings in found:
         if single:
             providers = mappings[0]
@@ -95,6 +99,11 @@ def _requests(ctx: Context, request: CandidateRequest, found: list[Candidate]) -
                     for suffix, providers in zip(suffixes, mappings, strict=True)
                 ]
             )
+        key = (allocs, mappings)
+        text = written.get(key)
+        if text is not None:
+            append(text)
+            continue
         by_provider: dict[int, list[str]] = {}
         for rp, rc, amount in allocs:
             held = by_provider.get(rp)
@@ -105,5 +114,6 @@ def _requests(ctx: Context, request: CandidateRequest, found: list[Candidate]) -
         allocations = ",".join(
             [f'{uuid[rp]}:{{"resources":{{{",".join(held)}}}}}' for rp, held in by_provider.items()]
         )
-        append(f'{{"allocations":{{{allocations}}},"mappings":{{{mapped}}}}}')
+        text = written[key] = f'{{"allocations":{{{allocations}}},"mappings":{{{mapped}}}}}'
+        append(text)
     return out
