@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tally.db.engine import WriterQueue, make_engine, transaction
+from tally.db.engine import WriterQueue, make_engine, transaction, unavailable
 
 
 @pytest.fixture
@@ -65,6 +65,28 @@ def test_a_write_begins_only_when_the_queue_lets_it(engine: sa.Engine, tmp_path:
     with transaction(engine) as conn:
         assert conn.exec_driver_sql("SELECT count(*) FROM notes").scalar() == 1
     assert not _held_elsewhere(lock_file)  # released after the commit
+
+
+def test_a_write_that_gets_no_turn_in_time_is_a_locked_database(
+    engine: sa.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(WriterQueue, "WAIT_SECONDS", 0.3)
+    other = os.open(f"{tmp_path}/tally.sqlite-writers.lock", os.O_RDWR)
+    fcntl.flock(other, fcntl.LOCK_EX)  # another worker's write that does not end
+    try:
+        started = time.monotonic()
+        with pytest.raises(sa.exc.TimeoutError) as refused:
+            with transaction(engine, write=True) as conn:
+                conn.exec_driver_sql("INSERT INTO notes VALUES (1)")
+        assert 0.3 <= time.monotonic() - started < 5
+        assert unavailable(refused.value)  # answered 503 with retry-after, as a locked database
+    finally:
+        fcntl.flock(other, fcntl.LOCK_UN)
+        os.close(other)
+    with transaction(engine, write=True) as conn:  # the turn is free again
+        conn.exec_driver_sql("INSERT INTO notes VALUES (2)")
+    with transaction(engine) as conn:
+        assert [n for (n,) in conn.exec_driver_sql("SELECT n FROM notes")] == [2]
 
 
 def test_the_queue_is_released_when_a_write_fails(engine: sa.Engine, tmp_path: Path) -> None:
