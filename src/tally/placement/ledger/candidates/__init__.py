@@ -54,12 +54,8 @@ def find_candidates(
 ) -> Result:
     """Allocation requests and provider summaries satisfying `request`: from
     `index` brought up to date, else read from the database, in one transaction."""
-    with transaction(engine) as conn:
-        if index is not None:
-            with index.view(conn) as view:
-                if view is not None:
-                    return _search(view, request, options)
-        return search_in(conn, request, options)
+    with _source(engine, index) as source:
+        return _search(source, request, options)
 
 
 def candidates_json(
@@ -70,13 +66,21 @@ def candidates_json(
 ) -> bytes:
     """`find_candidates` as the JSON body of microversion 1.34 on (mappings,
     summaries with parents and roots), written while the index is held."""
-    options = options or Options()
+    with _source(engine, index) as source:
+        return _render(source, request, options or Options())
+
+
+@contextlib.contextmanager
+def _source(engine: sa.Engine, index: Index | None) -> Iterator[Snapshot | View]:
+    """What a search reads, in one transaction: `index` brought up to date, or
+    the database when there is none or it is off."""
     with transaction(engine) as conn:
         if index is not None:
             with index.view(conn) as view:
                 if view is not None:
-                    return _render(view, request, options)
-        return _render(Snapshot(conn), request, options)
+                    yield view
+                    return
+        yield Snapshot(conn)
 
 
 def _render(source: Snapshot | View, request: CandidateRequest, options: Options) -> bytes:
