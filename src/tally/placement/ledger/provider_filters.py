@@ -90,25 +90,24 @@ def filter_conditions(
     return conditions
 
 
-def _trait_ids(conn: sa.Connection, names: set[str]) -> dict[str, int]:
-    found = ids_by_name(conn, t.traits, names)
-    missing = sorted(names - found.keys())
+UNKNOWN_TRAITS = 'Invalid trait(s) in "required" parameter: No such trait(s): {}.'
+UNKNOWN_CLASSES = "Invalid resource class in resources parameter: No such resource class {}."
+
+
+def known_ids(ids: dict[str, int], names: set[str], refusal: str) -> dict[str, int]:
+    """Ids of `names` (from `ids`, name -> id); 400 `refusal` naming the unknown ones."""
+    missing = sorted(names - ids.keys())
     if missing:
-        raise BadRequest(
-            f'Invalid trait(s) in "required" parameter: No such trait(s): {", ".join(missing)}.'
-        )
-    return found
+        raise BadRequest(refusal.format(", ".join(missing)))
+    return {name: ids[name] for name in names}
+
+
+def _trait_ids(conn: sa.Connection, names: set[str]) -> dict[str, int]:
+    return known_ids(ids_by_name(conn, t.traits, names), names, UNKNOWN_TRAITS)
 
 
 def _class_ids(conn: sa.Connection, names: set[str]) -> dict[str, int]:
-    found = ids_by_name(conn, t.resource_classes, names)
-    missing = sorted(names - found.keys())
-    if missing:
-        raise BadRequest(
-            "Invalid resource class in resources parameter: "
-            f"No such resource class {', '.join(missing)}."
-        )
-    return found
+    return known_ids(ids_by_name(conn, t.resource_classes, names), names, UNKNOWN_CLASSES)
 
 
 def _aggregate_ids(conn: sa.Connection, uuids: set[str]) -> dict[str, int]:

@@ -15,8 +15,12 @@ from __future__ import annotations
 import uuid as uuidlib
 
 from tally.placement.ledger.candidates.view import View
-from tally.placement.ledger.errors import BadRequest
-from tally.placement.ledger.provider_filters import ProviderFilter
+from tally.placement.ledger.provider_filters import (
+    UNKNOWN_CLASSES,
+    UNKNOWN_TRAITS,
+    ProviderFilter,
+    known_ids,
+)
 
 
 def served(f: ProviderFilter) -> bool:
@@ -37,16 +41,9 @@ def _canonical(text: str) -> bool:
 def listed(view: View, f: ProviderFilter) -> list[tuple]:
     """The listing rows (`Listing.rows`) of the providers matching `f`, in id order."""
     index = view.index
-    trait_ids = _known(
-        index.trait_ids,
-        set().union(*f.required_traits, f.forbidden_traits),
-        'Invalid trait(s) in "required" parameter: No such trait(s): {}.',
-    )
-    class_ids = _known(
-        index.class_ids,
-        set(f.resources),
-        "Invalid resource class in resources parameter: No such resource class {}.",
-    )
+    names = set().union(*f.required_traits, f.forbidden_traits)
+    trait_ids = known_ids(index.trait_ids, names, UNKNOWN_TRAITS)
+    class_ids = known_ids(index.class_ids, set(f.resources), UNKNOWN_CLASSES)
     kept: set[int] | None = None  # None: every provider so far
 
     def keep(providers: set[int]) -> None:
@@ -71,11 +68,3 @@ def listed(view: View, f: ProviderFilter) -> list[tuple]:
             found -= index.members.get(index.aggregate_ids[agg_uuid], set())
     row = index.listing_row
     return [row(rp) for rp in sorted(found)]
-
-
-def _known(ids: dict[str, int], names: set[str], refusal: str) -> dict[str, int]:
-    """Ids of `names`; 400 naming the unknown ones (as the database path does)."""
-    missing = sorted(names - ids.keys())
-    if missing:
-        raise BadRequest(refusal.format(", ".join(missing)))
-    return {name: ids[name] for name in names}

@@ -20,7 +20,6 @@ from tally.placement.ledger.candidates.snapshot import Stock, room
 from tally.placement.ledger.candidates.view import View
 
 FEW_COMBINATIONS = 64  # per anchor: test every combination of parts, not walk them
-Candidate = g.Candidate
 
 
 def providers_of(parts: Mapping[int, list[g.Part]]) -> Mapping[int, list[int]]:
@@ -88,7 +87,7 @@ class Combiner:
             snap.load_trees(set(anchors) | {snap.rows[sp][2] for sp in ctx.sharing})
         self.rows = ctx.snap.rows
 
-    def candidates(self, anchor: int) -> Iterator[Candidate]:
+    def candidates(self, anchor: int) -> Iterator[g.Candidate]:
         if self.isolate and not self._enoughproviders_of(anchor):
             return
         lists = [group[anchor] for group in self.parts]
@@ -132,7 +131,7 @@ class Combiner:
         chosen: list[g.Part],
         taken: dict[tuple[int, int], int],
         isolated: set[int],
-    ) -> Iterator[Candidate]:
+    ) -> Iterator[g.Candidate]:
         """Choose a part of group i onwards. (A method, not a nested function: a
         recursive closure is a reference cycle that would keep the whole search
         alive until the cyclic collector runs.)"""
@@ -195,7 +194,7 @@ class Combiner:
         return False
 
     @staticmethod
-    def _consolidate(chosen: Sequence[g.Part]) -> Candidate:
+    def _consolidate(chosen: Sequence[g.Part]) -> g.Candidate:
         """One allocation per (provider, class), amounts added, in that order."""
         merged: list[g.Alloc] = []
         for alloc in sorted(itertools.chain.from_iterable([allocs for allocs, _ in chosen])):

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from tally.db import journal
 from tally.db import schema as t
 from tally.placement.ledger.candidates.snapshot import (
+    INVENTORY_FIELDS,
     PROVIDER,
     ProviderRow,
     Stock,
@@ -256,14 +257,7 @@ class Index:
                 self.roots.add(rp)
         self._sorted_roots = None
         inventories = sa.select(
-            _INV.c.resource_provider_id,
-            _INV.c.resource_class_id,
-            _INV.c.total,
-            _INV.c.reserved,
-            _INV.c.allocation_ratio,
-            _INV.c.min_unit,
-            _INV.c.max_unit,
-            _INV.c.step_size,
+            _INV.c.resource_provider_id, _INV.c.resource_class_id, *INVENTORY_FIELDS
         )
         for rp, rc, total, reserved, ratio, low, high, step in rows(
             inventories, _INV.c.resource_provider_id
@@ -384,7 +378,7 @@ class Index:
 
     def _summary_json(self, rp: int) -> str:
         found = self._summaries_json[rp] = (
-            f'"{self.rows[rp][0]}":{orjson.dumps(self.summary(rp)).decode()}'
+            f"{self.quoted[rp]}:{orjson.dumps(self.summary(rp)).decode()}"
         )
         return found
 

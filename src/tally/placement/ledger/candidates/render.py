@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import orjson
 
-from tally.placement.ledger.candidates.groups import Context
+from tally.placement.ledger.candidates.groups import Candidate, Context
 from tally.placement.ledger.candidates.request import CandidateRequest
-from tally.placement.ledger.candidates.search import Candidate
 from tally.placement.ledger.candidates.summaries import Chosen, summaries_of
 from tally.placement.ledger.candidates.view import View
 

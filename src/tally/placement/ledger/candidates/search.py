@@ -24,8 +24,6 @@ from tally.placement.ledger.candidates.snapshot import (
 from tally.placement.ledger.candidates.view import View
 from tally.placement.ledger.errors import BadRequest
 
-Candidate = g.Candidate
-
 
 @dataclasses.dataclass(frozen=True)
 class Options:
@@ -100,7 +98,7 @@ class Names:
 
 def run(
     snap: Snapshot | View, request: CandidateRequest, options: Options, narrow: bool = True
-) -> tuple[g.Context | None, list[Candidate]]:
+) -> tuple[g.Context | None, list[g.Candidate]]:
     """The candidates, and the context that holds what was read to find them.
 
     With `narrow`, only the trees that can anchor a candidate are read (see
@@ -191,7 +189,7 @@ def _walk(
     holders: dict[int, set[int]],
     sharing: set[int],
     anchor_roots: set[int] | None,
-) -> tuple[g.Context | None, list[Candidate]] | None:
+) -> tuple[g.Context | None, list[g.Candidate]] | None:
     """The first `stop` candidates, tree by tree (walk.py); None: search in bulk."""
     index = snap.index
     class_ids = set(names.classes.values())
@@ -212,13 +210,13 @@ def _walk(
         roots = random.sample(roots, len(roots))
     if len(request.groups) == 1:
 
-        def tree(root: int, parts: list[list[g.Part]]) -> Iterator[Candidate]:
+        def tree(root: int, parts: list[list[g.Part]]) -> Iterator[g.Candidate]:
             return ((allocs, (providers,)) for allocs, providers in parts[0])
     else:
         at: list[dict[int, list[g.Part]]] = [{} for _ in request.groups]
         combiner = combine.Combiner(ctx, request, at, [])
 
-        def tree(root: int, parts: list[list[g.Part]]) -> Iterator[Candidate]:
+        def tree(root: int, parts: list[list[g.Part]]) -> Iterator[g.Candidate]:
             for holder, part in zip(at, parts, strict=True):
                 holder.clear()
                 holder[root] = part
@@ -287,7 +285,7 @@ def _merge(
     request: CandidateRequest,
     parts: list[Mapping[int, list[g.Part]]],
     options: Options,
-) -> list[Candidate]:
+) -> list[g.Candidate]:
     anchors = sorted(set.intersection(*(set(p) for p in parts)))
     stop = _stop(request, options)
     if options.randomize and request.limit and options.max_candidates < 0:
@@ -303,7 +301,7 @@ def _merge(
     if len(parts) == 1:
         only = parts[0]
 
-        def generate(anchor: int) -> Iterator[Candidate]:
+        def generate(anchor: int) -> Iterator[g.Candidate]:
             for allocs, providers in only[anchor]:
                 yield allocs, (providers,)
     else:
@@ -315,7 +313,7 @@ def _merge(
         stream = _round_robin(streams)
     else:
         stream = itertools.chain.from_iterable(streams)
-    found: dict[Candidate, None] = {}
+    found: dict[g.Candidate, None] = {}
     for candidate in stream:
         if candidate in found:
             continue
@@ -325,7 +323,7 @@ def _merge(
     return list(found)
 
 
-def _distinct(found: list[Candidate], ctx: g.Context) -> list[Candidate]:
+def _distinct(found: list[g.Candidate], ctx: g.Context) -> list[g.Candidate]:
     """`found` without repeats: only a candidate all of whose providers share
     can come again (from each tree they share into), so none can when some
     requested class has no sharing provider."""
@@ -334,7 +332,7 @@ def _distinct(found: list[Candidate], ctx: g.Context) -> list[Candidate]:
         any(map(sharing.__contains__, map(PROVIDER, rows))) for rows in ctx.stock.values()
     ):
         return found
-    seen: set[Candidate] = set()
+    seen: set[g.Candidate] = set()
     kept = []
     for candidate in found:
         providers = candidate[1][0]
@@ -346,7 +344,7 @@ def _distinct(found: list[Candidate], ctx: g.Context) -> list[Candidate]:
     return kept
 
 
-def _round_robin(streams: list[Iterator[Candidate]]) -> Iterator[Candidate]:
+def _round_robin(streams: list[Iterator[g.Candidate]]) -> Iterator[g.Candidate]:
     """One candidate from each anchor in turn, so a cut keeps every tree in play."""
     active = list(streams)
     while active:

@@ -40,6 +40,18 @@ PROVIDER = operator.itemgetter(0)  # a stock row's provider
 ProviderRow = tuple[str, int | None, int]
 
 
+# What a search reads of an inventory, in this order (capacity and the limits of
+# one allocation): the index and the snapshot both load these.
+INVENTORY_FIELDS = (
+    _INV.c.total,
+    _INV.c.reserved,
+    _INV.c.allocation_ratio,
+    _INV.c.min_unit,
+    _INV.c.max_unit,
+    _INV.c.step_size,
+)
+
+
 def fitting(rows: list[Stock], amount: int) -> list[Stock]:
     """The inventories one allocation of `amount` fits in (as upstream's SQL checks)."""
     return [
@@ -313,12 +325,7 @@ def _stock_query(
         _INV.c.resource_class_id,
         _INV.c.resource_provider_id,
         _RP.c.root_provider_id,
-        _INV.c.total,
-        _INV.c.reserved,
-        _INV.c.allocation_ratio,
-        _INV.c.min_unit,
-        _INV.c.max_unit,
-        _INV.c.step_size,
+        *INVENTORY_FIELDS,
     ]
     joined = _INV.join(_RP, _RP.c.id == _INV.c.resource_provider_id)
     if correlated:
