@@ -7,6 +7,14 @@ half-way with "database is locked" (datasette's discipline). On PostgreSQL and
 MySQL the ledger locks the provider rows it changes (`SELECT ... FOR UPDATE`);
 a deadlock or serialization failure there aborts one transaction, which
 `run_retrying` runs again from the start.
+
+Round trips are what a request pays for on a server database (each costs both
+processes a wake-up), so reads on PostgreSQL run in autocommit: at READ
+COMMITTED each statement sees its own snapshot anyway, and BEGIN and COMMIT
+would be two more round trips. A pooled connection is pinged only when it sat
+idle for `IDLE_PING_SECONDS`: one busy a moment ago is trusted, and should the
+server have gone since, its first error invalidates the whole pool (one 503,
+then fresh connections).
 """
 
 from __future__ import annotations
@@ -30,6 +38,8 @@ from tally.db import probe
 
 LOG = logging.getLogger(__name__)
 WRITE = "tally_write"
+READ = "tally_read"
+IDLE_PING_SECONDS = 1.0
 T = TypeVar("T")
 N = TypeVar("N")
 _NOTES = "tally.notes"
@@ -62,13 +72,51 @@ def make_engine(url: str) -> sa.Engine:
     probe.refuse_foreign(parsed, strict=parsed.get_backend_name() == "sqlite")
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
-    options: dict = {"pool_pre_ping": True, "pool_size": 10, "max_overflow": 20}
+    options: dict = {"pool_size": 10, "max_overflow": 20}
     if parsed.get_backend_name() in ("mysql", "mariadb"):
         # As on PostgreSQL, each statement sees what committed before it: under InnoDB's
         # default REPEATABLE READ a writer that waited for a row lock would still read
         # usage from the snapshot taken before the wait, and lose every generation CAS.
         options["isolation_level"] = "READ COMMITTED"
-    return probe.create(parsed, **options)
+    engine = probe.create(parsed, **options)
+    _ping_when_idle(engine)
+    _refuse_writes_in_reads(engine)
+    return engine
+
+
+def _ping_when_idle(engine: sa.Engine) -> None:
+    """pool_pre_ping, for connections idle longer than `IDLE_PING_SECONDS`."""
+
+    @event.listens_for(engine, "connect")
+    def _made(_dbapi_conn, record) -> None:  # noqa: ANN001
+        record.info["returned"] = time.monotonic()
+
+    @event.listens_for(engine, "checkin")
+    def _returned(_dbapi_conn, record) -> None:  # noqa: ANN001
+        if record is not None:
+            record.info["returned"] = time.monotonic()
+
+    @event.listens_for(engine, "checkout")
+    def _lent(dbapi_conn, record, _proxy) -> None:  # noqa: ANN001
+        if time.monotonic() - record.info.get("returned", 0.0) <= IDLE_PING_SECONDS:
+            return
+        try:
+            engine.dialect.do_ping(dbapi_conn)
+        except Exception as exc:  # the pool drops it and connects anew
+            raise sa.exc.DisconnectionError(f"stale pooled connection: {exc}") from exc
+
+
+def _refuse_writes_in_reads(engine: sa.Engine) -> None:
+    """A write in a read transaction (autocommit on PostgreSQL: each statement
+    would commit alone) is a bug: refuse it on every database, so tests on any
+    catch it."""
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _check(conn, _cursor, statement, _params, context, _many) -> None:  # noqa: ANN001
+        if conn._execution_options.get(READ) and (
+            context.isinsert or context.isupdate or context.isdelete
+        ):
+            raise RuntimeError(f"a write in a read transaction: {statement[:80]}")
 
 
 def _sqlite_engine(url: sa.URL) -> sa.Engine:
@@ -82,6 +130,7 @@ def _sqlite_engine(url: sa.URL) -> sa.Engine:
     engine = probe.create(
         url, connect_args={"timeout": 30, "check_same_thread": False}, pool_size=8
     )
+    _refuse_writes_in_reads(engine)
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:  # noqa: ANN001
@@ -175,11 +224,16 @@ def is_sqlite(conn_or_engine: sa.Connection | sa.Engine) -> bool:
 
 @contextlib.contextmanager
 def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connection]:
-    """One short transaction: committed on success, rolled back on any error."""
+    """One short transaction: committed on success, rolled back on any error.
+    A read (`write=False`) may not change anything."""
     queue = _WRITERS.get(engine) if write else None
     with engine.connect() as conn, queue.turn() if queue else contextlib.nullcontext():
         if write:
             conn = conn.execution_options(**{WRITE: True})
+        elif engine.dialect.name == "postgresql":
+            conn = conn.execution_options(isolation_level="AUTOCOMMIT", **{READ: True})
+        else:
+            conn = conn.execution_options(**{READ: True})
         conn.info.pop(_NOTES, None)  # (the info of a pooled connection outlives us)
         try:
             with conn.begin():
