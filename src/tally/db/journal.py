@@ -36,6 +36,14 @@ _BUMP = (
 )
 _BUMP_RETURNING = _BUMP.returning(t.ledger_version.c.version)
 _RECORD = t.ledger_changes.insert()
+# PostgreSQL bumps and records in one statement: the version row stays locked for
+# that statement and the commit, not for a round trip more. (No rows: no version row.)
+_BUMP_AND_RECORD = sa.text(
+    f"WITH v AS (UPDATE {t.ledger_version.name} SET version = version + 1 WHERE id = 1"
+    f" RETURNING version) INSERT INTO {t.ledger_changes.name} (version, provider_id)"
+    " SELECT v.version, changed FROM v, unnest(CAST(:ids AS integer[])) AS changed"
+    " RETURNING version"
+)
 
 
 def touch(conn: sa.Connection, provider_ids: Iterable[int]) -> None:
@@ -57,6 +65,11 @@ def _flush(conn: sa.Connection, pending: set[int]) -> int | None:
     None when it noted nothing. Run inside the transaction, just before commit."""
     if not pending:
         return None
+    if conn.dialect.name == "postgresql":
+        version = conn.execute(_BUMP_AND_RECORD, {"ids": sorted(pending)}).scalar()
+        if version is not None:
+            _prune(conn, version)
+            return version
     if conn.dialect.update_returning:
         version = conn.execute(_BUMP_RETURNING).scalar()
     else:  # MySQL: read back under the row lock the update took
@@ -68,10 +81,14 @@ def _flush(conn: sa.Connection, pending: set[int]) -> int | None:
         conn.execute(t.ledger_version.insert().values(id=1, version=version))
     rows = [{"version": version, "provider_id": rp} for rp in sorted(pending)]
     conn.execute(_RECORD, rows)
+    _prune(conn, version)
+    return version
+
+
+def _prune(conn: sa.Connection, version: int) -> None:
     if version % 1000 == 0:  # now and then, drop what no reader needs any more
         c = t.ledger_changes
         conn.execute(c.delete().where(c.c.version <= version - KEEP))
-    return version
 
 
 def current(conn: sa.Connection) -> int:

@@ -86,26 +86,27 @@ def set_provider_aggregates(
                         "Resource provider's generation already changed. "
                         "Please update the generation and try again."
                     )
-                _replace(conn, provider.id, uuids)
+                before = _replace(conn, provider.id, uuids)
                 journal.touch(conn, (provider.id,))
                 generation = provider.generation
                 if bump:
                     generation = bump_generation(conn, provider.id, generation, uuid)
+                history.aggregates_set(conn, provider, generation, set(before), set(uuids))
                 return ProviderAggregates(generation, list(uuids))
         except sa.exc.IntegrityError:
             continue  # a concurrent writer created one of our aggregates first
     raise Conflict(f"Update conflict: could not set the aggregates of provider {uuid}")
 
 
-def _replace(conn: sa.Connection, provider_id: int, uuids: list[str]) -> None:
+def _replace(conn: sa.Connection, provider_id: int, uuids: list[str]) -> dict[str, int]:
+    """Link the provider to exactly the aggregates `uuids`; those it had before."""
     existing = _aggregates_of(conn, provider_id)
-    history.aggregates_set(conn, provider_id, existing, uuids)
     gone = [agg_id for agg_uuid, agg_id in existing.items() if agg_uuid not in set(uuids)]
     if gone:
         conn.execute(_DELETE_LINKS, {"provider_id": provider_id, "aggregate_ids": gone})
     new = [u for u in dict.fromkeys(uuids) if u not in existing]
     if not new:
-        return
+        return existing
     known = {row.uuid: row.id for row in conn.execute(_KNOWN, {"uuids": new})}
     now = utcnow()
     for agg_uuid in new:
@@ -119,3 +120,4 @@ def _replace(conn: sa.Connection, provider_id: int, uuids: list[str]) -> None:
             for u in new
         ],
     )
+    return existing

@@ -85,6 +85,12 @@ _USED = (
     .where(_a.c.resource_provider_id.in_(sa.bindparam("ids", expanding=True)))
     .group_by(_a.c.resource_provider_id, _a.c.resource_class_id)
 )
+_BUMP_LOCKED = (
+    t.resource_providers.update()
+    .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .values(generation=t.resource_providers.c.generation + 1, updated_at=sa.bindparam("now"))
+    .returning(t.resource_providers.c.id, t.resource_providers.c.generation)
+)
 _GENERATIONS = (
     sa.select(
         t.resource_providers.c.id, t.resource_providers.c.generation, t.resource_providers.c.uuid
@@ -244,7 +250,8 @@ def replace_in(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
     lock_providers(conn, sorted(set(provider_ids.values()) | {r.rp_id for r in old}))
     _check(conn, writes, provider_ids, class_ids, old)
 
-    conn.execute(_DELETE_ALLOCATIONS, {"uuids": [w.uuid for w in writes]})
+    if old:  # (none held: their consumer rows, locked or just made, keep it so)
+        conn.execute(_DELETE_ALLOCATIONS, {"uuids": [w.uuid for w in writes]})
     now = utcnow()
     rows = [
         {
@@ -451,6 +458,11 @@ def _bump_providers(conn: sa.Connection, provider_ids: set[int]) -> dict[int, in
     something broke the lock discipline: then the whole write runs again."""
     bumped: dict[int, int] = {}
     if not provider_ids:
+        return bumped
+    if conn.dialect.update_returning:  # locked: one statement bumps them all
+        rows = conn.execute(_BUMP_LOCKED, {"ids": sorted(provider_ids), "now": utcnow()})
+        bumped = {row.id: row.generation for row in rows}
+        journal.touch(conn, bumped)
         return bumped
     rows = conn.execute(_GENERATIONS, {"ids": sorted(provider_ids)}).all()
     for row in rows:

@@ -249,32 +249,32 @@ def provider_deleting(conn: sa.Connection, row: sa.Row) -> None:
 
 
 def traits_set(
-    conn: sa.Connection, provider_id: int, before_ids: Iterable[int], after: Iterable[str]
+    conn: sa.Connection, provider: sa.Row, generation: int, before: set[str], after: set[str]
 ) -> None:
-    """A provider's traits replaced: `before_ids` (trait ids) by the names `after`."""
-    if not recording():
-        return
-    tr = t.traits
-    ids = sorted(set(before_ids))
-    was = (
-        set(conn.execute(sa.select(tr.c.name).where(tr.c.id.in_(ids))).scalars()) if ids else set()
-    )
-    _set_changed(conn, recorder.TRAITS, provider_id, was, set(after))
+    """A provider's traits replaced (names before and after), leaving it at `generation`."""
+    _set_changed(conn, recorder.TRAITS, provider, generation, before, after)
 
 
 def aggregates_set(
-    conn: sa.Connection, provider_id: int, before: Iterable[str], after: Iterable[str]
+    conn: sa.Connection, provider: sa.Row, generation: int, before: set[str], after: set[str]
 ) -> None:
     """A provider's aggregates replaced (uuids before and after)."""
-    if recording():
-        _set_changed(conn, recorder.AGGREGATES, provider_id, set(before), set(after))
+    _set_changed(conn, recorder.AGGREGATES, provider, generation, before, after)
 
 
-def _set_changed(conn: sa.Connection, action: str, provider_id: int, was: set, now: set) -> None:
-    if was != now:
-        recorder.note(
-            conn, recorder.Change(action, provider_id=provider_id, was=sorted(was), now=sorted(now))
+def _set_changed(
+    conn: sa.Connection, action: str, provider: sa.Row, generation: int, was: set, now: set
+) -> None:
+    if recording() and was != now:
+        change = recorder.Change(
+            action,
+            provider_id=provider.id,
+            provider_uuid=provider.uuid,
+            provider_generation=generation,
+            was=sorted(was),
+            now=sorted(now),
         )
+        recorder.note(conn, change)
 
 
 def _record(record: Any) -> dict[str, Any] | None:

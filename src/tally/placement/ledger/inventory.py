@@ -129,7 +129,8 @@ def replace_inventories(
         provider = _locked(conn, uuid, generation)
         for record in records:
             _check_record(uuid, record, rules, "update")
-        ids = _class_ids(conn, [r.resource_class for r in records])
+        # share-locked now (as `_write` would lock the classes it adds): one lookup
+        ids = lock_for_inventory(conn, [r.resource_class for r in records])
         unknown = sorted(r.resource_class for r in records if r.resource_class not in ids)
         if unknown:
             raise BadRequest(
@@ -137,7 +138,7 @@ def replace_inventories(
                 + ", ".join(unknown)
             )
         after = {r.resource_class: r for r in records}
-        return _write(conn, provider, after, rules, opening=UPDATE_CONFLICT)
+        return _write(conn, provider, after, rules, opening=UPDATE_CONFLICT, locked_ids=ids)
 
 
 def add_inventory(engine: sa.Engine, uuid: str, record: Record, rules: Rules) -> tuple[int, Record]:
@@ -323,12 +324,14 @@ def _write(
     before: dict[str, Record] | None = None,
     baseline: dict[str, Record] | None = None,
     opening: str = "",
+    locked_ids: dict[str, int] | None = None,
 ) -> ProviderInventory:
     """Guard, then turn the provider's inventory from `before` into `after`
     (records of `before` found in `after` are left alone), bump the
     generation and read the result back. The guard compares `after` with
     `baseline` (default: `before`); `rules=None` skips it. `opening` starts the
-    last line of a refusal (upstream's sentence for the path)."""
+    last line of a refusal (upstream's sentence for the path). `locked_ids`:
+    classes the caller already looked up with `lock_for_inventory`."""
     if before is None:
         before = _records(conn, provider.id)
     over = (
@@ -344,7 +347,12 @@ def _write(
         )
     )
     adding = [rc for rc in after if rc not in before]
-    ids = {**_class_ids(conn, list(before)), **lock_for_inventory(conn, adding)}
+    known = locked_ids or {}
+    ids = {
+        **_class_ids(conn, [rc for rc in before if rc not in known]),
+        **lock_for_inventory(conn, [rc for rc in adding if rc not in known]),
+        **known,
+    }
     missing = sorted(rc for rc in adding if rc not in ids)
     if missing:  # deleted by a request that committed while we were checking
         raise BadRequest(

@@ -16,6 +16,7 @@ from operator import itemgetter
 from typing import NamedTuple
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql
 
 from tally.db import journal
 from tally.db import schema as t
@@ -198,22 +199,35 @@ def create_provider(
             "root_provider_id": root_id,
             "created_at": now,
         }
-        try:
-            if is_sqlite(conn):
-                # The only writer (BEGIN IMMEDIATE), and a failed statement
-                # leaves the transaction usable: no savepoint needed.
-                new_id = conn.execute(_INSERT_PROVIDER, values).inserted_primary_key[0]
-            else:
-                with conn.begin_nested():
-                    new_id = conn.execute(_INSERT_PROVIDER, values).inserted_primary_key[0]
-        except sa.exc.IntegrityError:  # a concurrent create won the race
+        new_id = _insert(conn, values)
+        if new_id is None:  # a concurrent create won the race
             _refuse_duplicates(conn, uuid=uuid, name=name)
-            raise
-        if root_id is None:
-            conn.execute(_SET_ROOT, {"provider_id": new_id})
+            new_id = _insert(conn, values, savepoint=True)  # it went away again
         journal.touch(conn, (new_id,))
         history.provider_created(conn, new_id, uuid, name, parent_uuid)
         return Provider(new_id, uuid, name, 0, parent_shown, root_uuid, now, None)
+
+
+def _insert(conn: sa.Connection, values: dict, savepoint: bool = False) -> int | None:
+    """Insert a provider (a root: its own root); its id, or None when its uuid or
+    name is taken. PostgreSQL does it in one statement (ON CONFLICT: the
+    transaction stays usable without a savepoint); SQLite is the only writer
+    (BEGIN IMMEDIATE) and a failed statement leaves its transaction usable."""
+    if conn.dialect.name == "postgresql" and not savepoint:
+        return conn.execute(_INSERT_PROVIDER_PG, values).scalar()
+    try:
+        if is_sqlite(conn):
+            new_id = conn.execute(_INSERT_PROVIDER, values).inserted_primary_key[0]
+        else:
+            with conn.begin_nested():
+                new_id = conn.execute(_INSERT_PROVIDER, values).inserted_primary_key[0]
+    except sa.exc.IntegrityError:
+        if savepoint:
+            raise
+        return None
+    if values["root_provider_id"] is None:
+        conn.execute(_SET_ROOT, {"provider_id": new_id})
+    return new_id
 
 
 def update_provider(
@@ -317,6 +331,26 @@ def delete_provider(engine: sa.Engine, uuid: str) -> None:
 
 
 _INSERT_PROVIDER = _rp.insert()
+_NEW_ID = sa.select(
+    sa.func.nextval(sa.func.pg_get_serial_sequence(_rp.name, "id")).label("id")
+).subquery("new_id")
+_NEW_COLUMNS = ("uuid", "name", "generation", "parent_provider_id", "created_at")
+_INSERT_PROVIDER_PG = (
+    postgresql.insert(_rp)
+    .from_select(
+        ["id", *_NEW_COLUMNS, "root_provider_id"],
+        sa.select(
+            _NEW_ID.c.id,
+            *(sa.bindparam(name, type_=_rp.c[name].type) for name in _NEW_COLUMNS),
+            sa.func.coalesce(
+                sa.bindparam("root_provider_id", type_=_rp.c.root_provider_id.type),
+                _NEW_ID.c.id,
+            ),
+        ),
+    )
+    .on_conflict_do_nothing()
+    .returning(_rp.c.id)
+)
 _SET_ROOT = (
     _rp.update()
     .where(_rp.c.id == sa.bindparam("provider_id"))

@@ -162,7 +162,8 @@ def set_provider_traits(
         missing = set(names) - {trait.name for trait in wanted}
         if missing:
             raise BadRequest(f"No such trait {', '.join(sorted(missing))}")
-        have = {trait.id for trait in _traits_of(conn, provider.id)}
+        current = _traits_of(conn, provider.id)
+        have = {trait.id for trait in current}
         want = {trait.id for trait in wanted}
         if have == want:
             return ProviderTraits(provider.generation, wanted)
@@ -180,5 +181,11 @@ def set_provider_traits(
                 ],
             )
         new_generation = bump_generation(conn, provider.id, provider.generation, uuid)
-        history.traits_set(conn, provider.id, have, (trait.name for trait in wanted))
+        history.traits_set(
+            conn,
+            provider,
+            new_generation,
+            {trait.name for trait in current},
+            {trait.name for trait in wanted},
+        )
         return ProviderTraits(new_generation, wanted)

@@ -1,0 +1,124 @@
+"""What a request costs in round trips, and the rules that make it cheap: reads
+never write (on PostgreSQL they run in autocommit), a pooled connection is
+pinged only after sitting idle, and a provider's insert reports a taken uuid or
+name without spoiling the transaction."""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+
+import pytest
+import sqlalchemy as sa
+
+from tally.db import engine as engine_module
+from tally.db import schema as t
+from tally.db.engine import transaction, unavailable
+from tally.placement.ledger import providers
+from tally.placement.ledger.common import utcnow
+
+
+def _provider_values(name: str) -> dict:
+    return {
+        "uuid": str(uuidlib.uuid4()),
+        "name": name,
+        "generation": 0,
+        "parent_provider_id": None,
+        "root_provider_id": None,
+        "created_at": utcnow(),
+    }
+
+
+def test_a_write_in_a_read_transaction_is_refused(engine):
+    with pytest.raises(RuntimeError, match="a write in a read transaction"):
+        with transaction(engine) as conn:
+            conn.execute(t.traits.insert().values(name="CUSTOM_SNEAKY", created_at=utcnow()))
+    with transaction(engine) as conn:
+        found = conn.execute(sa.select(t.traits.c.id).where(t.traits.c.name == "CUSTOM_SNEAKY"))
+        assert found.first() is None
+    with transaction(engine, write=True) as conn:  # a write transaction may
+        conn.execute(t.traits.insert().values(name="CUSTOM_SNEAKY", created_at=utcnow()))
+
+
+@pytest.mark.postgres
+def test_postgresql_reads_send_no_begin_or_commit(backend, engine):
+    if backend != "postgresql":
+        pytest.skip("autocommit reads are PostgreSQL's")
+    with transaction(engine) as conn:
+        conn.execute(sa.select(1)).scalar()
+        assert conn.connection.dbapi_connection.autocommit is True
+        status = conn.connection.dbapi_connection.info.transaction_status
+        assert status.name == "IDLE"  # no transaction open on the server
+    with transaction(engine, write=True) as conn:  # writes are transactions again
+        conn.execute(sa.select(1)).scalar()
+        assert conn.connection.dbapi_connection.autocommit is False
+        assert conn.connection.dbapi_connection.info.transaction_status.name == "INTRANS"
+
+
+def _count_pings(eng: sa.Engine) -> list[int]:
+    pings: list[int] = []
+    real = eng.dialect.do_ping
+
+    def counted(dbapi_conn):  # noqa: ANN001
+        pings.append(1)
+        return real(dbapi_conn)
+
+    eng.dialect.do_ping = counted  # type: ignore[method-assign]
+    return pings
+
+
+def _terminate_other_sessions(eng: sa.Engine) -> None:
+    """End, on the server, every session of `eng`'s pool (from a connection of its own)."""
+    killer = sa.create_engine(eng.url, poolclass=sa.pool.NullPool)
+    with killer.begin() as conn:
+        conn.execute(
+            sa.text(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        )
+    killer.dispose()
+
+
+@pytest.mark.postgres
+def test_a_connection_idle_past_the_limit_is_pinged_and_replaced(backend, engine, monkeypatch):
+    if backend != "postgresql":
+        pytest.skip("needs a server whose sessions can be ended")
+    pings = _count_pings(engine)
+    engine.dispose()  # one pooled connection, used a moment ago
+    with transaction(engine) as conn:
+        held = conn.connection.dbapi_connection
+    with transaction(engine) as conn:  # used a moment ago: no ping
+        assert conn.connection.dbapi_connection is held
+    assert pings == []
+    monkeypatch.setattr(engine_module, "IDLE_PING_SECONDS", 0.0)
+    _terminate_other_sessions(engine)  # the server ends every pooled session
+    with transaction(engine) as conn:  # pinged, found dead, replaced: no error
+        assert conn.execute(sa.select(1)).scalar() == 1
+    assert pings
+
+
+@pytest.mark.postgres
+def test_a_busy_connection_lost_fails_once_then_the_pool_is_fresh(backend, engine):
+    if backend != "postgresql":
+        pytest.skip("needs a server whose sessions can be ended")
+    with transaction(engine) as conn:
+        conn.execute(sa.select(1)).scalar()
+    _terminate_other_sessions(engine)
+    with pytest.raises(sa.exc.DBAPIError) as lost:
+        with transaction(engine) as conn:  # trusted (used just now): it fails
+            conn.execute(sa.select(1)).scalar()
+    assert unavailable(lost.value)  # a 503, not a 500
+    with transaction(engine) as conn:  # the whole pool was dropped with it
+        assert conn.execute(sa.select(1)).scalar() == 1
+
+
+def test_a_taken_name_inserts_nothing_and_the_transaction_goes_on(engine):
+    with transaction(engine, write=True) as conn:
+        first = providers._insert(conn, _provider_values("taken"))
+        assert first is not None
+        assert providers._insert(conn, _provider_values("taken")) is None
+        second = providers._insert(conn, _provider_values("free"))
+    rp = t.resource_providers
+    with transaction(engine) as conn:
+        rows = conn.execute(sa.select(rp.c.id, rp.c.name, rp.c.root_provider_id)).all()
+    assert sorted(rows) == [(first, "taken", first), (second, "free", second)]
