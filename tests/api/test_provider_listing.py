@@ -88,6 +88,30 @@ def test_filtered_listing_keeps_parents_outside_it(api, engine, tree):
     assert shown["root_provider_uuid"] == tree["root-a"]
 
 
+def test_a_changed_provider_is_written_anew_between_listings(api, engine, tree):
+    """Parts are kept per row: a rename, a new parent or a new generation shows
+    in the very next listing, at every link shape seen before."""
+    for version in ("1.0", "1.14", "1.39"):  # parts kept for three shapes
+        assert api(version).simulate_get("/resource_providers").content == expected(engine, version)
+    client = api("1.39")
+    moved = client.simulate_put(
+        f"/resource_providers/{tree['root-b']}",
+        json={"name": 'renamed "b"', "parent_provider_uuid": tree["root-a"]},
+    )
+    assert moved.status_code == 200, moved.text
+    inventory = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
+    put = client.simulate_put(f"/resource_providers/{tree['child-a2']}/inventories", json=inventory)
+    assert put.status_code == 200, put.text
+    for version in ("1.0", "1.14", "1.39"):
+        assert api(version).simulate_get("/resource_providers").content == expected(engine, version)
+    shown = {
+        p["uuid"]: p for p in client.simulate_get("/resource_providers").json["resource_providers"]
+    }
+    assert shown[tree["root-b"]]["name"] == 'renamed "b"'
+    assert shown[tree["root-b"]]["parent_provider_uuid"] == tree["root-a"]
+    assert shown[tree["child-a2"]]["generation"] == 1
+
+
 def test_empty_listing(api, engine):
     result = api().simulate_get("/resource_providers")
     assert result.content == b'{"resource_providers":[]}' == expected(engine, "1.39")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import uuid as uuidlib
 from collections.abc import Callable
-from operator import itemgetter
 from typing import Any
 
 import falcon
@@ -72,47 +71,57 @@ def render_listing(req: falcon.Request, rows: list[tuple]) -> bytes:
     """The body of `GET /resource_providers` for `ledger.Listing.rows`: the
     bytes `orjson.dumps({"resource_providers": [serialize(req, p), ...]})` gives
     (tests/api/test_provider_listing.py compares them for every microversion),
-    written straight from the rows. At 13,000 providers building the dicts
-    cost more than the query; here each provider is one f-string and the links
-    one `str.replace` of this request's template."""
+    written straight from the rows. Each provider's part is kept by its row
+    (the index hands out the same row until the provider changes) and by the
+    shape of this request's links: a listing of thousands costs a lookup per
+    provider, and a provider seen before is not written again."""
     if not rows:
         return b'{"resource_providers":[]}'
     version = req.context.version
     base = _json_text(url(req, "/resource_providers/"))
-    mark = "\0"  # a JSON text holds no raw NUL: it cannot clash with the base
     links = ",".join(
-        [f'{{"rel":"self","href":"{base}{mark}"}}']
+        [f'{{"rel":"self","href":"{base}{_MARK}"}}']
         + [
-            f'{{"rel":"{rel}","href":"{base}{mark}/{rel}"}}'
+            f'{{"rel":"{rel}","href":"{base}{_MARK}/{rel}"}}'
             for rel, since in _LINKS
             if version >= since
         ]
     )
-    put = links.replace
-    if _needs_escaping(rows):
-        rows = [
-            (_json_text(u), _json_text(n), g, p and _json_text(p), _json_text(r), s)
-            for u, n, g, p, r, s in rows
-        ]
-    if version >= TREES:
-        parts = [
-            f'{{"uuid":"{u}","name":"{n}","generation":{g},"links":[{put(mark, u)}],'
-            f'"parent_provider_uuid":{"null" if p is None else _Q + p + _Q},'
-            f'"root_provider_uuid":"{r}"}}'.encode()
-            for u, n, g, p, r, _ in rows
-        ]
-    else:
-        parts = [
-            f'{{"uuid":"{u}","name":"{n}","generation":{g},"links":[{put(mark, u)}]}}'.encode()
-            for u, n, g, _, _, _ in rows
-        ]
-    # Each part encoded on its own and the opening and closing glued to the
-    # first and last: the only allocation of the body's size is the join's (a
-    # big str joined then encoded, then copied again, took longer than the
-    # formatting: fresh memory of that size is paid for page by page).
+    shape = (links, version >= TREES)
+    kept = _PARTS.get(shape)
+    if kept is None or len(kept) > _PARTS_KEPT:
+        if len(_PARTS) >= _SHAPES_KEPT:
+            _PARTS.clear()
+        kept = _PARTS[shape] = {}
+    get = kept.get
+    parts = [get(row) or _part(row, shape, kept) for row in rows]
+    # The opening and closing glued to the first and last part: the only
+    # allocation of the body's size is the join's (a big str joined then
+    # encoded, then copied again, took longer: fresh memory of that size is
+    # paid for page by page).
     parts[0] = b'{"resource_providers":[' + parts[0]
     parts[-1] += b"]}"
     return b",".join(parts)
+
+
+_MARK = "\0"  # where a link template takes the uuid: a JSON text holds no raw NUL
+_PARTS: dict[tuple[str, bool], dict[tuple, bytes]] = {}  # shape -> row -> its part
+_PARTS_KEPT = 50_000  # parts per shape (rows of providers that changed since linger)
+_SHAPES_KEPT = 8  # link shapes (microversions, base URLs)
+
+
+def _part(row: tuple, shape: tuple[str, bool], kept: dict[tuple, bytes]) -> bytes:
+    """One provider of a listing as JSON (orjson's escapes), kept for next time."""
+    links, trees = shape
+    u, n, g, p, r, _ = row
+    if _needs_escaping(u + n + (p or "") + r):
+        u, n, p, r = _json_text(u), _json_text(n), p and _json_text(p), _json_text(r)
+    found = f'{{"uuid":"{u}","name":"{n}","generation":{g},"links":[{links.replace(_MARK, u)}]'
+    if trees:
+        parent = "null" if p is None else _Q + p + _Q
+        found += f',"parent_provider_uuid":{parent},"root_provider_uuid":"{r}"'
+    kept[row] = part = (found + "}").encode()
+    return part
 
 
 def _json_text(text: str) -> str:
@@ -120,13 +129,12 @@ def _json_text(text: str) -> str:
     return orjson.dumps(text).decode()[1:-1]
 
 
-def _needs_escaping(rows: list[tuple]) -> bool:
-    """Whether a uuid or name of `rows` holds a character JSON escapes (orjson
-    writes any other as it is). In UTF-8 those are single bytes, and no byte
-    of a multi-byte character is one of them. (Parent and root uuids are
-    provider uuids too, which the API stores canonical: hex digits and dashes.)"""
-    text = ("".join(map(itemgetter(0), rows)) + "".join(map(itemgetter(1), rows))).encode()
-    return len(text.translate(None, _ESCAPED)) != len(text)
+def _needs_escaping(text: str) -> bool:
+    """Whether `text` holds a character JSON escapes (orjson writes any other as
+    it is). In UTF-8 those are single bytes, and no byte of a multi-byte
+    character is one of them."""
+    raw = text.encode()
+    return len(raw.translate(None, _ESCAPED)) != len(raw)
 
 
 def list_filter(req: falcon.Request) -> ledger.ProviderFilter:
