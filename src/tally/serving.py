@@ -46,6 +46,7 @@ request_log = logging.getLogger("tally.requestlog")
 logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 
 WSGIApp = Callable[[dict[str, Any], Callable], Iterable[bytes]]
+OUT_BUFFER_IN_MEMORY = 64 << 20  # an answer up to this size is sent from memory
 GRACE_SECONDS = 10  # a stopping worker finishes its requests for this long, then is killed
 BOOT_FAILED = 3  # exit code of a worker that could not build its app (as gunicorn's)
 
@@ -250,6 +251,9 @@ def make_server(app: WSGIApp, sock: socket.socket, limits: Limits) -> _Server:
         # on the wire, chunk framing included (the body itself: `_Parser.received`)
         max_request_body_size=limits.body * 16 + 65536,
         asyncore_use_poll=True,  # select() stops at 1024 descriptors
+        # an answer is in memory already: not copied to a temporary file to be sent
+        # (waitress spills what is queued past 1 MB; candidates answers reach 6 MB)
+        outbuf_overflow=OUT_BUFFER_IN_MEMORY,
         clear_untrusted_proxy_headers=False,  # the app sees every header, as before
         ident="tally",
     )
