@@ -76,14 +76,18 @@ _INSERT_ALLOCATIONS = _a.insert()
 _CURRENT = sa.select(
     _a.c.consumer_id, _a.c.resource_provider_id, _a.c.resource_class_id, _a.c.used
 ).where(_a.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
-_INVENTORY_OF = sa.select(t.inventories).where(
-    t.inventories.c.resource_provider_id.in_(sa.bindparam("ids", expanding=True))
+# The inventories of the providers, each with what is allocated from it (one
+# round trip; the allocations' (provider, class, used) index answers each sum).
+_USED_OF_INVENTORY = (
+    sa.select(sa.func.coalesce(sa.func.sum(_a.c.used), 0))
+    .where(
+        _a.c.resource_provider_id == t.inventories.c.resource_provider_id,
+        _a.c.resource_class_id == t.inventories.c.resource_class_id,
+    )
+    .scalar_subquery()
 )
-# `usage_queries.used_by_provider`, built once.
-_USED = (
-    sa.select(_a.c.resource_provider_id, _a.c.resource_class_id, sa.func.sum(_a.c.used))
-    .where(_a.c.resource_provider_id.in_(sa.bindparam("ids", expanding=True)))
-    .group_by(_a.c.resource_provider_id, _a.c.resource_class_id)
+_INVENTORY_OF = sa.select(t.inventories, _USED_OF_INVENTORY.label("used_now")).where(
+    t.inventories.c.resource_provider_id.in_(sa.bindparam("ids", expanding=True))
 )
 _BUMP_LOCKED = (
     t.resource_providers.update()
@@ -402,7 +406,6 @@ def _check(
         (row.resource_provider_id, row.resource_class_id): row
         for row in conn.execute(_INVENTORY_OF, {"ids": ids})
     }
-    used_now = {(rp, rc): int(used) for rp, rc, used in conn.execute(_USED, {"ids": ids})}
     released: collections.Counter = collections.Counter()
     for held in old:
         released[(held.rp_id, held.rc_id)] += held.used
@@ -430,7 +433,7 @@ def _check(
                         f"max_unit {row.max_unit}, step_size {row.step_size}; "
                         f"requested {amount})."
                     )
-                before = used_now.get(key, 0)
+                before = int(row.used_now)
                 after = before - released[key] + wanted[key]
                 limit = capacity(row.total, row.reserved, row.allocation_ratio)
                 if after > limit and after > before:
