@@ -20,10 +20,14 @@ from tally.db import journal
 from tally.db.engine import make_engine, transaction
 from tally.db.schema import ledger_version, metadata
 from tally.placement.app import create_app
+from tally.placement.handlers import common as handler_common
 from tally.placement.ledger.bootstrap import prepare_database, sync_standards
 
 sys.path.insert(0, str(Path(__file__).parent / "conformance"))
 from fresh_db import create_database  # noqa: E402
+
+# Every body a test sends is judged by both validators, which must agree.
+handler_common.CROSS_CHECK = True
 
 PG_SERVER = os.environ.get("TALLY_TEST_DATABASE", "")
 MYSQL_SERVER = os.environ.get("TALLY_TEST_MYSQL", "")
