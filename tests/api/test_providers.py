@@ -166,6 +166,12 @@ def test_duplicate_name_or_uuid_is_409_duplicate_name(api, rp):
         api().simulate_post("/resource_providers", json={"name": "other", "uuid": first}), 409
     )
     assert f"Conflicting resource provider uuid: {first}" in by_uuid["detail"]
+    # as upstream: a parent that does not exist is told before the taken name
+    orphan = api().simulate_post(
+        "/resource_providers",
+        json={"name": "shared disk", "parent_provider_uuid": str(uuidlib.uuid4())},
+    )
+    assert "parent provider UUID does not exist" in error(orphan, 400)["detail"]
 
 
 @pytest.mark.parametrize(

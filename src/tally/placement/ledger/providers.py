@@ -174,7 +174,6 @@ def create_provider(
         failed = f'Unable to create resource provider "{name}", {uuid}'
         if not name:
             raise BadRequest(f"{failed}: a name is required.")
-        _refuse_duplicates(conn, uuid=uuid, name=name)
         parent_id = root_id = None
         root_uuid, parent_shown = uuid, None
         if parent_uuid is not None:
@@ -200,7 +199,7 @@ def create_provider(
             "created_at": now,
         }
         new_id = _insert(conn, values)
-        if new_id is None:  # a concurrent create won the race
+        if new_id is None:  # its uuid or name is taken (as upstream: after the parent)
             _refuse_duplicates(conn, uuid=uuid, name=name)
             new_id = _insert(conn, values, savepoint=True)  # it went away again
         journal.touch(conn, (new_id,))
