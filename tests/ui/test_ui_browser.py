@@ -155,6 +155,11 @@ def navigating(driver) -> Iterator[None]:
     old = driver.find_element(By.TAG_NAME, "html")
     yield
     WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+    # and the new one loaded whole: on a busy machine the next action could
+    # otherwise reach into a document still being replaced
+    WebDriverWait(driver, 30).until(
+        lambda d: d.execute_script("return document.readyState") == "complete"
+    )
 
 
 def provider_rows(driver) -> list[str]:
