@@ -16,6 +16,11 @@ from tally.db.engine import transaction, unavailable
 from tally.placement.ledger import providers
 from tally.placement.ledger.common import utcnow
 
+# these run on PostgreSQL only (the `backend` fixture narrowed to it)
+POSTGRESQL_ONLY = pytest.mark.parametrize(
+    "backend", [pytest.param("postgresql", marks=pytest.mark.postgres)]
+)
+
 
 def _provider_values(name: str) -> dict:
     return {
@@ -39,10 +44,8 @@ def test_a_write_in_a_read_transaction_is_refused(engine):
         conn.execute(t.traits.insert().values(name="CUSTOM_SNEAKY", created_at=utcnow()))
 
 
-@pytest.mark.postgres
-def test_postgresql_reads_send_no_begin_or_commit(backend, engine):
-    if backend != "postgresql":
-        pytest.skip("autocommit reads are PostgreSQL's")
+@POSTGRESQL_ONLY
+def test_postgresql_reads_send_no_begin_or_commit(engine):
     with transaction(engine) as conn:
         conn.execute(sa.select(1)).scalar()
         assert conn.connection.dbapi_connection.autocommit is True
@@ -79,10 +82,8 @@ def _terminate_other_sessions(eng: sa.Engine) -> None:
     killer.dispose()
 
 
-@pytest.mark.postgres
-def test_a_connection_idle_past_the_limit_is_pinged_and_replaced(backend, engine, monkeypatch):
-    if backend != "postgresql":
-        pytest.skip("needs a server whose sessions can be ended")
+@POSTGRESQL_ONLY
+def test_a_connection_idle_past_the_limit_is_pinged_and_replaced(engine, monkeypatch):
     pings = _count_pings(engine)
     engine.dispose()  # one pooled connection, used a moment ago
     with transaction(engine) as conn:
@@ -97,10 +98,8 @@ def test_a_connection_idle_past_the_limit_is_pinged_and_replaced(backend, engine
     assert pings
 
 
-@pytest.mark.postgres
-def test_a_busy_connection_lost_fails_once_then_the_pool_is_fresh(backend, engine):
-    if backend != "postgresql":
-        pytest.skip("needs a server whose sessions can be ended")
+@POSTGRESQL_ONLY
+def test_a_busy_connection_lost_fails_once_then_the_pool_is_fresh(engine):
     with transaction(engine) as conn:
         conn.execute(sa.select(1)).scalar()
     _terminate_other_sessions(engine)

@@ -113,7 +113,7 @@ def _refuse_writes_in_reads(engine: sa.Engine) -> None:
 
     @event.listens_for(engine, "before_cursor_execute")
     def _check(conn, _cursor, statement, _params, context, _many) -> None:  # noqa: ANN001
-        if conn._execution_options.get(READ) and (
+        if conn.get_execution_options().get(READ) and (
             context.isinsert or context.isupdate or context.isdelete
         ):
             raise RuntimeError(f"a write in a read transaction: {statement[:80]}")
@@ -228,12 +228,10 @@ def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connectio
     A read (`write=False`) may not change anything."""
     queue = _WRITERS.get(engine) if write else None
     with engine.connect() as conn, queue.turn() if queue else contextlib.nullcontext():
-        if write:
-            conn = conn.execution_options(**{WRITE: True})
-        elif engine.dialect.name == "postgresql":
-            conn = conn.execution_options(isolation_level="AUTOCOMMIT", **{READ: True})
-        else:
-            conn = conn.execution_options(**{READ: True})
+        options: dict = {WRITE: True} if write else {READ: True}
+        if not write and engine.dialect.name == "postgresql":
+            options["isolation_level"] = "AUTOCOMMIT"
+        conn = conn.execution_options(**options)
         conn.info.pop(_NOTES, None)  # (the info of a pooled connection outlives us)
         try:
             with conn.begin():

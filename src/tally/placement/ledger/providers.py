@@ -201,18 +201,19 @@ def create_provider(
         new_id = _insert(conn, values)
         if new_id is None:  # its uuid or name is taken (as upstream: after the parent)
             _refuse_duplicates(conn, uuid=uuid, name=name)
-            new_id = _insert(conn, values, savepoint=True)  # it went away again
+            new_id = _insert(conn, values, last_try=True)  # it went away again
         journal.touch(conn, (new_id,))
         history.provider_created(conn, new_id, uuid, name, parent_uuid)
         return Provider(new_id, uuid, name, 0, parent_shown, root_uuid, now, None)
 
 
-def _insert(conn: sa.Connection, values: dict, savepoint: bool = False) -> int | None:
+def _insert(conn: sa.Connection, values: dict, last_try: bool = False) -> int | None:
     """Insert a provider (a root: its own root); its id, or None when its uuid or
-    name is taken. PostgreSQL does it in one statement (ON CONFLICT: the
-    transaction stays usable without a savepoint); SQLite is the only writer
-    (BEGIN IMMEDIATE) and a failed statement leaves its transaction usable."""
-    if conn.dialect.name == "postgresql" and not savepoint:
+    name is taken (`last_try`: the IntegrityError is raised). PostgreSQL does it
+    in one statement (ON CONFLICT: the transaction stays usable without a
+    savepoint); SQLite is the only writer (BEGIN IMMEDIATE) and a failed
+    statement leaves its transaction usable; MySQL needs the savepoint."""
+    if conn.dialect.name == "postgresql" and not last_try:
         return conn.execute(_INSERT_PROVIDER_PG, values).scalar()
     try:
         if is_sqlite(conn):
@@ -221,7 +222,7 @@ def _insert(conn: sa.Connection, values: dict, savepoint: bool = False) -> int |
             with conn.begin_nested():
                 new_id = conn.execute(_INSERT_PROVIDER, values).inserted_primary_key[0]
     except sa.exc.IntegrityError:
-        if savepoint:
+        if last_try:
             raise
         return None
     if values["root_provider_id"] is None:
