@@ -45,13 +45,17 @@ SHAPES = [
     "resources=VCPU:1,MEMORY_MB:256&required=!CUSTOM_FAST&limit=4",
     "resources1=VCPU:1&resources2=MEMORY_MB:256&group_policy=isolate&limit=2",
     "resources=DISK_GB:1&resources1=VCPU:1&resources2=VCPU:1&group_policy=none&limit=3",
+    "resources=VCPU:1&root_required=CUSTOM_FAST",
+    "resources=VCPU:1,DISK_GB:1&member_of=in:{agg0},{agg1}",
+    "resources=DISK_GB:1&resources_A=VCPU:1&resources_B=MEMORY_MB:256"
+    "&same_subtree=_A,_B&group_policy=none",
 ]
 AGGS = [str(uuidlib.UUID(int=i + 1)) for i in range(3)]
 
 
 def _query(shape: str) -> dict[str, list[str]]:
     params: dict[str, list[str]] = {}
-    for part in shape.format(agg0=AGGS[0]).split("&"):
+    for part in shape.format(agg0=AGGS[0], agg1=AGGS[1]).split("&"):
         key, _, value = part.partition("=")
         params.setdefault(key, []).append(value)
     return params

@@ -4,6 +4,8 @@
     snapshot.py   the data the search reads, in a few bulk SQL queries
     index.py      the same data held in memory per worker, kept current by the
                   ledger journal (the default; the snapshot is the fallback)
+    answers.py    the index's answers to requests asked again, per tree, until
+                  the tree changes
     groups.py     what each group can take, per anchor tree
     search.py     names -> ids, run the groups, combine them into candidates
     summaries.py  limit, provider summaries, the answer in uuids and names
@@ -24,7 +26,7 @@ from collections.abc import Iterator
 import sqlalchemy as sa
 
 from tally.db.engine import transaction
-from tally.placement.ledger.candidates import render, search, summaries
+from tally.placement.ledger.candidates import answers, render, search, summaries
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.candidates.index import shared as shared_index
 from tally.placement.ledger.candidates.request import CandidateRequest
@@ -84,6 +86,10 @@ def _source(engine: sa.Engine, index: Index | None) -> Iterator[Snapshot | View]
 
 
 def _render(source: Snapshot | View, request: CandidateRequest, options: Options) -> bytes:
+    if isinstance(source, View):
+        kept = answers.body(source, request, options)
+        if kept is not None:
+            return kept
     ctx, found = search.run(source, request, options)
     if ctx is None:
         return render.EMPTY

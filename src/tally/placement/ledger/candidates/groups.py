@@ -203,16 +203,20 @@ def tree_parts(
             found.append((tuple(zip(combo, classes, amounts, strict=True)), providers))
         return found
 
-    def every(anchors: list[int]) -> list[Part]:
+    def every(anchors: list[int], owners: list[int] | None = None) -> list[Part]:
         """The parts of all these anchors in one pass (the loop of `build`,
-        without a call per anchor for the usual tree)."""
+        without a call per anchor for the usual tree); `owners` gets the anchor
+        of each part."""
         found = []
         append, n = found.append, len(ones)
         # each anchor's provider per class, column by column (None: a choice)
         columns = [[one.get(anchor) for anchor in anchors] for one in ones]
         for anchor, combo in zip(anchors, zip(*columns, strict=True), strict=True):
             if anchor in choosy:
-                found.extend(build(anchor))
+                built = build(anchor)
+                found.extend(built)
+                if owners is not None:
+                    owners.extend([anchor] * len(built))
                 continue
             if forbidden and not forbidden.isdisjoint(combo):
                 continue
@@ -221,6 +225,8 @@ def tree_parts(
             first = combo[0]
             providers = (first,) if combo.count(first) == n else tuple(sorted(set(combo)))
             append((tuple(zip(combo, classes, amounts, strict=True)), providers))
+            if owners is not None:
+                owners.append(anchor)
         return found
 
     return LazyParts(common or set(), build, every, filtered=bool(forbidden or required))
@@ -234,7 +240,7 @@ class LazyParts(Mapping[int, list[Part]]):
         self,
         anchors: set[int],
         build: Callable[[int], list[Part]],
-        every: Callable[[list[int]], list[Part]],
+        every: Callable[[list[int], list[int] | None], list[Part]],
         filtered: bool = False,
     ) -> None:
         self._anchors = anchors

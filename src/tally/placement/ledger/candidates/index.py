@@ -29,9 +29,11 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
+from tally.placement.ledger.candidates.answers import Answers
 from tally.placement.ledger.candidates.snapshot import (
     INVENTORY_FIELDS,
     PROVIDER,
+    SHARING_TRAIT,
     ProviderRow,
     Stock,
     capacity_of,
@@ -121,6 +123,7 @@ class Index:
         self._summaries_json: dict[int, str] = {}  # provider -> '"uuid":{...}'
         # group suffixes -> candidate -> its allocation request as JSON (render.py)
         self._request_texts: dict[tuple[str, ...], dict[tuple, str]] = {}
+        self.answers = Answers()  # request shape -> candidates per tree (answers.py)
 
     @contextlib.contextmanager
     def view(self, conn: sa.Connection) -> Iterator[View | None]:
@@ -150,6 +153,7 @@ class Index:
             self._summaries.clear()  # a renamed class shows in every summary
             self._summaries_json.clear()
             self._request_texts.clear()
+            self.answers.clear()
         changed.discard(journal.NAMES)
         if changed:
             self._reload(conn, changed)
@@ -187,6 +191,7 @@ class Index:
 
     def _reload(self, conn: sa.Connection, ids: set[int]) -> None:
         uuids = {rp: self.rows[rp][0] for rp in ids if rp in self.rows}
+        touched = self._anchors_touched(ids) if self.answers else set()
         for rp in ids:
             self._drop(rp)
         ordered = sorted(ids)
@@ -195,6 +200,23 @@ class Index:
         rows = self.rows
         if any(rp not in rows or rows[rp][0] != uuid for rp, uuid in uuids.items()):
             self._request_texts.clear()  # deleted (SQLite may give its id to another)
+        if self.answers:
+            self.answers.stale(touched | self._anchors_touched(ids))
+
+    def _anchors_touched(self, ids: set[int]) -> set[int]:
+        """The trees whose candidates these providers take part in: their own,
+        and for a sharing provider every tree it shares into."""
+        sharing = self.trait_ids.get(SHARING_TRAIT)
+        found = set()
+        for rp in ids:
+            row = self.rows.get(rp)
+            if row is None:
+                continue
+            found.add(row[2])
+            if sharing in self.traits.get(rp, ()):
+                for agg in self.aggregates.get(rp, ()):
+                    found.update([self.root_of[member] for member in self.members[agg]])
+        return found
 
     def _drop(self, rp: int) -> None:
         row = self.rows.pop(rp, None)

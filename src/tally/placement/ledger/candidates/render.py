@@ -28,7 +28,7 @@ def body(ctx: Context, request: CandidateRequest, chosen: Chosen) -> bytes:
     if chosen is None:
         return EMPTY
     found, members, roots = chosen
-    requests = ",".join(_requests(ctx, request, found))
+    requests = ",".join(allocation_requests(ctx, request, found))
     snap = ctx.snap
     if request.all_summary_classes and isinstance(snap, View):  # kept whole per provider
         summaries = ",".join(snap.index.summaries_json(sorted(members)))
@@ -61,7 +61,9 @@ class _Pieces(dict):
         return found
 
 
-def _requests(ctx: Context, request: CandidateRequest, found: list[Candidate]) -> list[str]:
+def allocation_requests(
+    ctx: Context, request: CandidateRequest, found: list[Candidate]
+) -> list[str]:
     """Each candidate as `{"allocations":{...},"mappings":{...}}`."""
     snap = ctx.snap
     uuid = snap.index.quoted if isinstance(snap, View) else _Quoted(snap.rows)

@@ -97,9 +97,15 @@ class Names:
 
 
 def run(
-    snap: Snapshot | View, request: CandidateRequest, options: Options, narrow: bool = True
-) -> tuple[g.Context | None, list[g.Candidate]]:
-    """The candidates, and the context that holds what was read to find them.
+    snap: Snapshot | View,
+    request: CandidateRequest,
+    options: Options,
+    narrow: bool = True,
+    by_anchor: bool = False,
+) -> tuple[g.Context | None, list]:
+    """The candidates, and the context that holds what was read to find them
+    (with `by_anchor`: `(anchors, candidates)`, every candidate without a cut
+    and the anchor of each, for answers.py; [] when there is none).
 
     With `narrow`, only the trees that can anchor a candidate are read (see
     `narrow.py`). If a group then finds nothing, upstream would still have gone
@@ -107,13 +113,9 @@ def run(
     refused a later unknown class or trait: then search again, in full.
     """
     names = Names.load(snap, request)
-    anchor_roots = None
-    if request.root_required or request.root_forbidden:
-        required = names.trait_ids(request.root_required)
-        forbidden = names.trait_ids(request.root_forbidden)
-        anchor_roots = snap.roots_with_traits(required, forbidden)
-        if not anchor_roots:
-            return None, []
+    anchor_roots = _anchor_roots(snap, request, names)
+    if anchor_roots is not None and not anchor_roots:
+        return None, []
     holders = snap.trait_holders(names.traits.values())
     sharing = holders.get(names.traits.get(SHARING_TRAIT, -1), set())
     anchors: dict[int, set[int]] = {}
@@ -123,11 +125,17 @@ def run(
         if roots is not None and sharing:
             snap.load_providers(sharing)  # their trees are read too: they anchor elsewhere
             roots |= {snap.rows[sp][2] for sp in sharing}
-    stop = _stop(request, options)
+    stop = -1 if by_anchor else _stop(request, options)
     if isinstance(snap, View) and stop > 0 and _walkable(request, options, names):
-        found = _walk(snap, request, options, names, stop, roots, holders, sharing, anchor_roots)
+        trees = Trees(snap, request, names, holders, sharing, anchor_roots)
+        if trees.groups is None:
+            return trees.ctx, []  # an unknown aggregate or in_tree provider: nothing matches
+        order = sorted(roots) if roots is not None else snap.index.sorted_roots()
+        if options.randomize:
+            order = random.sample(order, len(order))
+        found = walk.first(trees.ctx, trees.groups, order, stop, trees.combine)
         if found is not None:
-            return found
+            return trees.ctx, found
     stock = snap.stock(names.classes.values(), roots)
     ctx = g.Context(
         snap=snap,
@@ -143,17 +151,96 @@ def run(
     for i, group in enumerate(request.groups):
         ids = names.resolve(group)
         stock = g.stock_for(ctx, ids) if ids is not None else None
-        by_anchor: Mapping[int, list[g.Part]] = {}
+        by_group: Mapping[int, list[g.Part]] = {}
         if stock is not None:
-            by_anchor = (g.same_provider_parts if group.use_same_provider else g.tree_parts)(
+            by_group = (g.same_provider_parts if group.use_same_provider else g.tree_parts)(
                 ctx, ids, stock
             )
-        if not by_anchor or (isinstance(by_anchor, g.LazyParts) and not by_anchor.any_part()):
+        if not by_group or (isinstance(by_group, g.LazyParts) and not by_group.any_part()):
             if roots is not None and ids is not None and _any_unknown(names, request, i + 1):
-                return run(snap.fresh(), request, options, narrow=False)
+                return run(snap.fresh(), request, options, narrow=False, by_anchor=by_anchor)
             return ctx, []
-        parts.append(by_anchor)
+        parts.append(by_group)
+    if by_anchor:
+        return ctx, _by_anchor(ctx, request, parts)
     return ctx, _merge(ctx, request, parts, options)
+
+
+def _anchor_roots(
+    snap: Snapshot | View, request: CandidateRequest, names: Names
+) -> set[int] | None:
+    """The roots root_required and its forbidden traits allow; None: any."""
+    if not (request.root_required or request.root_forbidden):
+        return None
+    required = names.trait_ids(request.root_required)
+    forbidden = names.trait_ids(request.root_forbidden)
+    return snap.roots_with_traits(required, forbidden)
+
+
+class Trees:
+    """The search one tree at a time, over the index (walk.py): for the first
+    `limit` candidates, and for the trees whose kept answers went stale
+    (answers.py). `groups` is None when an unknown aggregate or in_tree
+    provider makes the answer empty."""
+
+    def __init__(
+        self,
+        snap: View,
+        request: CandidateRequest,
+        names: Names,
+        holders: dict[int, set[int]],
+        sharing: set[int],
+        anchor_roots: set[int] | None,
+    ) -> None:
+        index = snap.index
+        self.ctx = ctx = g.Context(
+            snap=snap,
+            stock={rc: index.stock_list(rc) for rc in set(names.classes.values())},
+            holders=holders,
+            sharing=sharing,
+            anchor_roots=anchor_roots,
+            class_names={rc: name for name, rc in names.classes.items()},
+            root_of=index.root_of,
+        )
+        resolved = [names.resolve(group) for group in request.groups]
+        self.groups = None if any(ids is None for ids in resolved) else resolved
+        if len(request.groups) == 1:
+
+            def tree(root: int, parts: list[list[g.Part]]) -> Iterator[g.Candidate]:
+                return ((allocs, (providers,)) for allocs, providers in parts[0])
+        else:
+            at: list[dict[int, list[g.Part]]] = [{} for _ in request.groups]
+            combiner = combine.Combiner(ctx, request, at, [])
+
+            def tree(root: int, parts: list[list[g.Part]]) -> Iterator[g.Candidate]:
+                for holder, part in zip(at, parts, strict=True):
+                    holder.clear()
+                    holder[root] = part
+                return combiner.candidates(root)
+
+        self.combine: walk.Combine = tree
+        self._into: dict[int, list[int]] | None = None
+
+    @classmethod
+    def of(cls, snap: View, request: CandidateRequest) -> Trees | None:
+        """The tree-by-tree search for `request`; None when it names an unknown
+        class or trait (the bulk search reports which) or no root qualifies."""
+        names = Names.load(snap, request)
+        if _any_unknown(names, request, 0):
+            return None
+        anchor_roots = _anchor_roots(snap, request, names)
+        if anchor_roots is not None and not anchor_roots:
+            return None
+        holders = snap.trait_holders(names.traits.values())
+        sharing = holders.get(names.traits.get(SHARING_TRAIT, -1), set())
+        return cls(snap, request, names, holders, sharing, anchor_roots)
+
+    def at(self, root: int) -> list[g.Candidate]:
+        """Every candidate anchored at `root`, as the bulk search orders them."""
+        assert self.groups is not None
+        if self._into is None:
+            self._into = walk.sharing_into(self.ctx)
+        return walk.candidates_at(self.ctx, self.groups, root, self._into[root], self.combine)
 
 
 def _stop(request: CandidateRequest, options: Options) -> int:
@@ -177,53 +264,6 @@ def _walkable(request: CandidateRequest, options: Options, names: Names) -> bool
         and all(group.resources for group in request.groups)
         and not _any_unknown(names, request, 0)
     )
-
-
-def _walk(
-    snap: View,
-    request: CandidateRequest,
-    options: Options,
-    names: Names,
-    stop: int,
-    bound: set[int] | None,
-    holders: dict[int, set[int]],
-    sharing: set[int],
-    anchor_roots: set[int] | None,
-) -> tuple[g.Context | None, list[g.Candidate]] | None:
-    """The first `stop` candidates, tree by tree (walk.py); None: search in bulk."""
-    index = snap.index
-    class_ids = set(names.classes.values())
-    ctx = g.Context(
-        snap=snap,
-        stock={rc: index.stock_list(rc) for rc in class_ids},
-        holders=holders,
-        sharing=sharing,
-        anchor_roots=anchor_roots,
-        class_names={rc: name for name, rc in names.classes.items()},
-        root_of=index.root_of,
-    )
-    resolved = [names.resolve(group) for group in request.groups]
-    if any(ids is None for ids in resolved):
-        return ctx, []  # an unknown aggregate or in_tree provider: nothing matches
-    roots = sorted(bound) if bound is not None else index.sorted_roots()
-    if options.randomize:
-        roots = random.sample(roots, len(roots))
-    if len(request.groups) == 1:
-
-        def tree(root: int, parts: list[list[g.Part]]) -> Iterator[g.Candidate]:
-            return ((allocs, (providers,)) for allocs, providers in parts[0])
-    else:
-        at: list[dict[int, list[g.Part]]] = [{} for _ in request.groups]
-        combiner = combine.Combiner(ctx, request, at, [])
-
-        def tree(root: int, parts: list[list[g.Part]]) -> Iterator[g.Candidate]:
-            for holder, part in zip(at, parts, strict=True):
-                holder.clear()
-                holder[root] = part
-            return combiner.candidates(root)
-
-    found = walk.first(ctx, resolved, roots, stop, tree)
-    return None if found is None else (ctx, found)
 
 
 def _roots(snap: Snapshot | View, stock: dict[int, list[Stock]]) -> dict[int, int]:
@@ -321,6 +361,31 @@ def _merge(
         if 0 <= stop <= len(found):
             break
     return list(found)
+
+
+def _by_anchor(
+    ctx: g.Context, request: CandidateRequest, parts: list[Mapping[int, list[g.Part]]]
+) -> tuple[list[int], list[g.Candidate]]:
+    """What `_merge` finds without a cut, with the anchor of each candidate
+    (anchors in order; a candidate of sharing providers alone stays at every
+    anchor it comes from)."""
+    anchors = sorted(set.intersection(*(set(p) for p in parts)))
+    owners: list[int] = []
+    if len(parts) == 1:
+        only = parts[0]
+        if isinstance(only, g.LazyParts):
+            found = only.every(anchors, owners)
+        else:
+            owners = [a for a in anchors for _ in only[a]]
+            found = [part for a in anchors for part in only[a]]
+        return owners, [(allocs, (rps,)) for allocs, rps in found]
+    combiner = combine.Combiner(ctx, request, parts, anchors)
+    candidates: list[g.Candidate] = []
+    for anchor in combiner.worth_walking(anchors):
+        here = list(dict.fromkeys(combiner.candidates(anchor)))
+        owners += [anchor] * len(here)
+        candidates += here
+    return owners, candidates
 
 
 def _distinct(found: list[g.Candidate], ctx: g.Context) -> list[g.Candidate]:

@@ -36,37 +36,59 @@ def first(
 ) -> list[Candidate] | None:
     """The first `stop` distinct candidates over `roots` (in the order given),
     or None when the walk gave up (too many trees without a candidate)."""
-    assert isinstance(ctx.snap, View)
-    index = ctx.snap.index
-    into = _sharing_into(ctx)
+    into = sharing_into(ctx)
     budget = MIN_TREES + TREES_PER_CANDIDATE * stop
     found: dict[Candidate, None] = {}
-    try:
-        for seen, root in enumerate(roots):
-            if seen >= budget:
-                return None
-            if not ctx.anchor_ok(root):
-                continue
-            ctx.at = root
-            parts = []
-            for ids in groups:
-                stock = _stock_at(index.by_class, index.trees.get(root, ()), into[root], ids)
-                part = _parts_at(ctx, ids, stock, root) if stock is not None else []
-                if not part:
-                    break
-                parts.append(part)
-            else:
-                for candidate in combine(root, parts):
-                    if candidate not in found:
-                        found[candidate] = None
-                        if len(found) >= stop:
-                            return list(found)
-    finally:
-        ctx.at = None
+    for seen, root in enumerate(roots):
+        if seen >= budget:
+            return None
+        parts = parts_at(ctx, groups, root, into[root])
+        if parts is None:
+            continue
+        for candidate in combine(root, parts):
+            if candidate not in found:
+                found[candidate] = None
+                if len(found) >= stop:
+                    return list(found)
     return list(found)
 
 
-def _sharing_into(ctx: g.Context) -> defaultdict[int, list[int]]:
+def candidates_at(
+    ctx: g.Context,
+    groups: list[g.GroupIds],
+    root: int,
+    sharing: list[int],
+    combine: Combine,
+) -> list[Candidate]:
+    """Every candidate anchored at one tree, distinct, in the bulk search's order."""
+    parts = parts_at(ctx, groups, root, sharing)
+    return [] if parts is None else list(dict.fromkeys(combine(root, parts)))
+
+
+def parts_at(
+    ctx: g.Context, groups: list[g.GroupIds], root: int, sharing: list[int]
+) -> list[list[g.Part]] | None:
+    """Each group's parts at the tree of `root` (with the sharing providers
+    sharing into it); None when it cannot anchor or some group has none there."""
+    assert isinstance(ctx.snap, View)
+    if not ctx.anchor_ok(root):
+        return None
+    index = ctx.snap.index
+    ctx.at = root
+    try:
+        found = []
+        for ids in groups:
+            stock = _stock_at(index.by_class, index.trees.get(root, ()), sharing, ids)
+            part = _parts_at(ctx, ids, stock, root) if stock is not None else []
+            if not part:
+                return None
+            found.append(part)
+        return found
+    finally:
+        ctx.at = None
+
+
+def sharing_into(ctx: g.Context) -> defaultdict[int, list[int]]:
     """Anchor -> the sharing providers that share into its tree (from another tree)."""
     into: defaultdict[int, list[int]] = defaultdict(list)
     for sp in sorted(ctx.sharing):

@@ -1,0 +1,309 @@
+"""Answers kept per request shape: each tree's candidates as JSON text, kept by
+the index until that tree changes.
+
+A scheduler asks the same few questions again and again (one per flavor), and
+a claim changes one tree at a time. So for a request asked more than once the
+index keeps, per anchor tree, its candidates already written as allocation
+requests. A write marks the trees it touched stale (the provider's tree, and
+for a sharing provider every tree it shares into); the next answer searches
+just those trees again (walk.py, tree by tree, the bulk search's order) and
+joins the kept text of all the others. Summaries come from the index's
+per-provider JSON as before, so used amounts are always current.
+
+Only the newest answer shape of the index path is kept, for requests the
+tree-by-tree search answers exactly as the bulk one (every group asks for
+resources, depth-first, no cap on candidates); an answer that depends on the
+whole cloud (an unknown class, trait, aggregate or in_tree provider; no root
+with the root_required traits) is never kept: such a request takes the
+ordinary search every time.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import random
+from collections.abc import Iterable
+
+from tally.placement.ledger.candidates import render, search
+from tally.placement.ledger.candidates.groups import Candidate
+from tally.placement.ledger.candidates.request import CandidateRequest
+from tally.placement.ledger.candidates.search import Options, Trees
+from tally.placement.ledger.candidates.view import View
+
+SHAPES_KEPT = 16  # request shapes kept (the least recently asked goes first)
+CANDIDATES_KEPT = 150_000  # candidates kept over all shapes (about 50 MiB)
+ASKS_REMEMBERED = 256  # shapes whose asks are counted, to keep a `limit`ed one asked twice
+STALE_SHARE = 8  # search in bulk again once more than 1/8 of the trees are stale
+STALE_MIN = 256  # (and more than this many)
+
+# One tree's candidates: their texts, and per candidate (roots of the trees it
+# takes from when not just the anchor's, itself when it may come again from
+# another tree: sharing providers alone); None: every candidate is in the tree.
+Tree = tuple[tuple[str, ...], tuple[tuple[frozenset[int] | None, Candidate | None], ...] | None]
+
+
+@dataclasses.dataclass(eq=False)
+class Kept:
+    """The candidates of one request shape, per anchor tree."""
+
+    trees: dict[int, Tree] = dataclasses.field(default_factory=dict)
+    anchors: list[int] = dataclasses.field(default_factory=list)  # with candidates, in order
+    stale: set[int] = dataclasses.field(default_factory=set)
+    size: int = 0  # candidates
+    # the allocation requests of the whole answer joined, and the trees they take from
+    whole: tuple[str, set[int]] | None = None
+
+    def put(self, anchor: int, tree: Tree | None) -> None:
+        """Set (None: clear) the candidates of one anchor."""
+        self.whole = None
+        old = self.trees.pop(anchor, None)
+        if old is not None:
+            self.size -= len(old[0])
+        i = bisect.bisect_left(self.anchors, anchor)
+        present = i < len(self.anchors) and self.anchors[i] == anchor
+        if tree is None:
+            if present:
+                del self.anchors[i]
+            return
+        self.trees[anchor] = tree
+        self.size += len(tree[0])
+        if not present:
+            self.anchors.insert(i, anchor)
+
+
+class Answers:
+    """The kept answers of one index (used under the index's lock)."""
+
+    def __init__(self) -> None:
+        self._kept: dict[tuple, Kept] = {}
+        self._asks: dict[tuple, int] = {}
+
+    def __bool__(self) -> bool:
+        return bool(self._kept)
+
+    def clear(self) -> None:
+        self._kept.clear()
+
+    def stale(self, anchors: set[int]) -> None:
+        """These trees changed: their kept candidates are searched again when
+        next asked (a shape with too many stale trees is dropped whole)."""
+        if not anchors:
+            return
+        for key, kept in list(self._kept.items()):
+            kept.stale |= anchors
+            if len(kept.stale) > max(STALE_MIN, len(kept.anchors) // STALE_SHARE):
+                del self._kept[key]
+
+    def get(self, key: tuple) -> Kept | None:
+        kept = self._kept.pop(key, None)
+        if kept is not None:
+            self._kept[key] = kept  # the most recently asked comes last
+        return kept
+
+    def asked(self, key: tuple) -> int:
+        """Count one more ask of `key`; how many there were before."""
+        before = self._asks.pop(key, 0)
+        if len(self._asks) >= ASKS_REMEMBERED:
+            del self._asks[next(iter(self._asks))]
+        self._asks[key] = before + 1
+        return before
+
+    def put(self, key: tuple, kept: Kept) -> None:
+        self._kept[key] = kept
+        while len(self._kept) > SHAPES_KEPT or (
+            len(self._kept) > 1 and sum(k.size for k in self._kept.values()) > CANDIDATES_KEPT
+        ):
+            del self._kept[next(iter(self._kept))]
+
+    def drop(self, key: tuple) -> None:
+        self._kept.pop(key, None)
+
+
+def body(view: View, request: CandidateRequest, options: Options) -> bytes | None:
+    """The JSON body from the kept answer of this request shape, brought up to
+    date; None when the shape is not kept (the caller searches as usual)."""
+    if not _keepable(request, options):
+        return None
+    answers = view.index.answers
+    key = signature(request)
+    kept = answers.get(key)
+    if kept is None:
+        if request.limit and not answers.asked(key):
+            return None  # a one-off cut answer: the walk makes just what it returns
+        kept = _search_all(view, request, options)
+        if kept is None:
+            return None
+        answers.put(key, kept)
+    elif kept.stale and not _refresh(view, request, kept):
+        answers.drop(key)
+        return None
+    return _write(view, kept, request.limit, options.randomize)
+
+
+def _keepable(request: CandidateRequest, options: Options) -> bool:
+    return (
+        request.nested_aware
+        and request.all_summary_classes
+        and options.strategy == "depth-first"
+        and options.max_candidates < 0
+        and all(group.resources for group in request.groups)
+    )
+
+
+def signature(request: CandidateRequest) -> tuple:
+    """What the candidates depend on: the request without its `limit`."""
+
+    def sets(values: Iterable[frozenset[str]]) -> tuple:
+        return tuple(tuple(sorted(value)) for value in values)
+
+    groups = tuple(
+        (
+            group.suffix,
+            tuple(sorted(group.resources.items())),
+            sets(group.required),
+            tuple(sorted(group.forbidden)),
+            sets(group.member_of),
+            tuple(sorted(group.forbidden_aggs)),
+            group.in_tree,
+        )
+        for group in request.groups
+    )
+    return (
+        groups,
+        request.group_policy,
+        tuple(sorted(request.root_required)),
+        tuple(sorted(request.root_forbidden)),
+        sets(request.same_subtrees),
+    )
+
+
+def _search_all(view: View, request: CandidateRequest, options: Options) -> Kept | None:
+    """Every tree's candidates, by the bulk search; None when the answer depends
+    on more than the trees (see the module's docstring)."""
+    trees = Trees.of(view, request)
+    if trees is None or trees.groups is None:
+        return None
+    whole = dataclasses.replace(request, limit=None)
+    ctx, grouped = search.run(view, whole, options, by_anchor=True)
+    kept = Kept()
+    if ctx is not None and grouped:  # (a search that found nothing gives [])
+        owners, found = grouped
+        kept.trees = _written(trees, request, owners, found)
+        kept.anchors = list(kept.trees)
+        kept.size = len(found)
+    return kept
+
+
+def _refresh(view: View, request: CandidateRequest, kept: Kept) -> bool:
+    """Search the stale trees again; False when the answer now depends on more
+    than the trees."""
+    trees = Trees.of(view, request)
+    if trees is None or trees.groups is None:
+        return False
+    roots = view.index.roots
+    owners: list[int] = []
+    found: list[Candidate] = []
+    for anchor in sorted(kept.stale):
+        kept.put(anchor, None)
+        here = trees.at(anchor) if anchor in roots else []
+        owners += [anchor] * len(here)
+        found += here
+    kept.stale = set()
+    for anchor, tree in _written(trees, request, owners, found).items():
+        kept.put(anchor, tree)
+    return True
+
+
+def _written(
+    trees: Trees, request: CandidateRequest, owners: list[int], found: list[Candidate]
+) -> dict[int, Tree]:
+    """The candidates (`owners`: the anchor of each, in order) written, per anchor."""
+    ctx = trees.ctx
+    texts = render.allocation_requests(ctx, request, found)
+    root_of, sharing = ctx.root_of, ctx.sharing
+    # Only a sharing provider is in candidates of another tree than its own:
+    # elsewhere every candidate is plain (the anchor's tree only, found once).
+    suspect = set().union(*(ctx.anchors_of(sp) | {root_of[sp]} for sp in sharing))
+    by_anchor: dict[int, list[str]] = {}
+    for anchor, text in zip(owners, texts, strict=True):
+        held = by_anchor.get(anchor)
+        if held is None:
+            by_anchor[anchor] = [text]
+        else:
+            held.append(text)
+    written: dict[int, Tree] = {anchor: (tuple(held), None) for anchor, held in by_anchor.items()}
+    for anchor in suspect & by_anchor.keys():
+        start = bisect.bisect_left(owners, anchor)
+        extra = tuple(
+            _extra(candidate, anchor, root_of, sharing)
+            for candidate in found[start : start + len(by_anchor[anchor])]
+        )
+        if any(roots is not None or again is not None for roots, again in extra):
+            written[anchor] = (written[anchor][0], extra)
+    return written
+
+
+def _extra(
+    candidate: Candidate, anchor: int, root_of: dict[int, int], sharing: set[int]
+) -> tuple[frozenset[int] | None, Candidate | None]:
+    """(the roots it takes from, when not just the anchor's; itself when it may
+    come again from another tree: sharing providers alone)."""
+    roots = frozenset([root_of[rp] for rp, _, _ in candidate[0]])
+    alone = all([rp in sharing for rp, _, _ in candidate[0]])
+    return (None if roots == {anchor} else roots, candidate if alone else None)
+
+
+def _write(view: View, kept: Kept, limit: int | None, randomize: bool) -> bytes:
+    """The answer from the kept trees, as `render.body` writes it: the first
+    `limit` distinct candidates in anchor order (trees in a random order with
+    `randomize`), and the summaries of every provider of the trees they take from."""
+    if limit or randomize:
+        texts, roots = _chosen(kept, limit, randomize)
+        requests = ",".join(texts)
+    else:  # the whole answer: the same until a tree changes
+        if kept.whole is None:
+            texts, roots = _chosen(kept, None, False)
+            kept.whole = (",".join(texts), roots)
+        requests, roots = kept.whole
+    if not requests:
+        return render.EMPTY
+    index = view.index
+    members = set().union(*map(index.trees.__getitem__, roots))
+    summaries = ",".join(index.summaries_json(sorted(members)))
+    return f'{{"allocation_requests":[{requests}],"provider_summaries":{{{summaries}}}}}'.encode()
+
+
+def _chosen(kept: Kept, limit: int | None, randomize: bool) -> tuple[list[str], set[int]]:
+    """The texts of the answer's candidates, and the trees they take from."""
+    order = kept.anchors
+    if randomize and limit:
+        order = random.sample(order, len(order))
+    texts: list[str] = []
+    roots: set[int] = set()
+    seen: set[Candidate] = set()
+    room = limit or -1
+    for anchor in order:
+        found, extra = kept.trees[anchor]
+        if extra is None:
+            if 0 <= room < len(found):
+                found = found[:room]
+            texts.extend(found)
+            roots.add(anchor)
+            room -= len(found)
+        else:
+            for text, (others, again) in zip(found, extra, strict=True):
+                if again is not None:
+                    if again in seen:
+                        continue
+                    seen.add(again)
+                texts.append(text)
+                roots.update(others or (anchor,))
+                room -= 1
+                if room == 0:
+                    break
+        if room == 0:
+            break
+    if randomize:
+        random.shuffle(texts)
+    return texts, roots
