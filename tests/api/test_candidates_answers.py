@@ -191,9 +191,20 @@ def test_kept_shapes_are_capped(engine, api, monkeypatch):
     for amount in (1, 2, 3, 1):
         ask(engine, index, f"resources=VCPU:{amount}")
         assert kept(index) <= 2
-    monkeypatch.setattr(answers, "CANDIDATES_KEPT", 3)
+    monkeypatch.setattr(answers, "CANDIDATES_KEPT", 5)
     ask(engine, index, "resources=MEMORY_MB:1")
-    assert kept(index) == 1  # the newest alone is over the cap: it stays
+    assert kept(index) == 1  # 3 + 3 candidates are over the cap: the oldest goes
+    cloud.provider({"VCPU": 4, "MEMORY_MB": 1024})
+    cloud.provider({"VCPU": 4, "MEMORY_MB": 1024})
+    assert len(ask(engine, index, "resources=MEMORY_MB:1")["allocation_requests"]) == 5
+    assert len(ask(engine, index, "resources=MEMORY_MB:2")["allocation_requests"]) == 5
+    assert kept(index) == 1  # the refreshed one is at the cap, the new one alone too
+    cloud.provider({"VCPU": 4, "MEMORY_MB": 1024})
+    assert len(ask(engine, index, "resources=MEMORY_MB:3")["allocation_requests"]) == 6
+    assert len(ask(engine, index, "resources=MEMORY_MB:1")["allocation_requests"]) == 6
+    assert kept(index) == 1  # one shape alone over the cap is not kept
+    assert len(ask(engine, index, "resources=MEMORY_MB:2")["allocation_requests"]) == 6
+    assert kept(index) == 0  # nor one that grew past it when its new tree was searched
 
 
 def test_too_many_stale_trees_search_in_bulk_again(engine, api, searched, monkeypatch):
@@ -242,3 +253,29 @@ def test_a_trait_added_to_a_root_brings_its_tree_in(engine, api):
     assert mapped(ask(engine, index, query)) == [hosts[0], hosts[2]]
     cloud.put(hosts[0], "traits", {"traits": []})
     assert mapped(ask(engine, index, query)) == [hosts[2]]
+
+
+def test_an_in_tree_provider_moving_away_drops_the_sharing_trees_answer(engine, api):
+    """A suffixed group's in_tree takes a sharing provider of that tree into
+    every tree it shares into: when the named provider moves to another tree,
+    those trees change too, though no provider of theirs did."""
+    cloud = Cloud(api("1.39"))
+    root = cloud.provider({})
+    named = cloud.provider({"VCPU": 1}, parent=root)
+    disk = cloud.provider({"DISK_GB": 100}, parent=root)
+    cloud.put(disk, "traits", {"traits": ["MISC_SHARES_VIA_AGGREGATE"]})
+    cloud.put(disk, "aggregates", {"aggregates": [AGG]})
+    other = cloud.provider({"VCPU": 1})
+    cloud.put(other, "aggregates", {"aggregates": [AGG]})
+    empty = cloud.provider({})
+    index = Index()
+    query = f"resources1=DISK_GB:10&in_tree1={named}"
+    assert mapped_groups(ask(engine, index, query)) == [[disk]]
+    body = {"name": named, "parent_provider_uuid": empty}
+    assert cloud.client.simulate_put(f"/resource_providers/{named}", json=body).status_code == 200
+    assert ask(engine, index, query)["allocation_requests"] == []
+    assert kept(index) == 0  # (the next ask keeps it again)
+
+
+def mapped_groups(answer: dict) -> list[list[str]]:
+    return [rps for r in answer["allocation_requests"] for rps in r["mappings"].values()]

@@ -51,6 +51,9 @@ class Kept:
     anchors: list[int] = dataclasses.field(default_factory=list)  # with candidates, in order
     stale: set[int] = dataclasses.field(default_factory=set)
     size: int = 0  # candidates
+    # the tree each group's in_tree named when searched: if one moves, every tree
+    # a sharing provider of it reaches changes, not only the two marked stale
+    in_trees: tuple[int | None, ...] = ()
     # the allocation requests of the whole answer joined, and the trees they take from
     whole: tuple[str, set[int]] | None = None
 
@@ -110,9 +113,15 @@ class Answers:
         return before
 
     def put(self, key: tuple, kept: Kept) -> None:
-        self._kept[key] = kept
+        """Keep `kept` (not when it alone is over the cap), dropping the least
+        recently asked shapes past the caps."""
+        if kept.size <= CANDIDATES_KEPT:
+            self._kept[key] = kept
+            self.trim()
+
+    def trim(self) -> None:
         while len(self._kept) > SHAPES_KEPT or (
-            len(self._kept) > 1 and sum(k.size for k in self._kept.values()) > CANDIDATES_KEPT
+            sum(k.size for k in self._kept.values()) > CANDIDATES_KEPT
         ):
             del self._kept[next(iter(self._kept))]
 
@@ -135,9 +144,11 @@ def body(view: View, request: CandidateRequest, options: Options) -> bytes | Non
         if kept is None:
             return None
         answers.put(key, kept)
-    elif kept.stale and not _refresh(view, request, kept):
-        answers.drop(key)
-        return None
+    elif kept.stale:
+        if not _refresh(view, request, kept):
+            answers.drop(key)
+            return None
+        answers.trim()
     return _write(view, kept, request.limit, options.randomize)
 
 
@@ -192,26 +203,31 @@ def _search_all(view: View, request: CandidateRequest, options: Options) -> Kept
         kept.trees = _written(trees, request, owners, found)
         kept.anchors = list(kept.trees)
         kept.size = len(found)
+    kept.in_trees = tuple(ids.tree for ids in trees.groups)
     return kept
 
 
 def _refresh(view: View, request: CandidateRequest, kept: Kept) -> bool:
     """Search the stale trees again; False when the answer now depends on more
-    than the trees."""
+    than them (an in_tree provider moved, or see the module's docstring). The
+    kept answer changes only once all of it is written."""
     trees = Trees.of(view, request)
     if trees is None or trees.groups is None:
         return False
+    if tuple(ids.tree for ids in trees.groups) != kept.in_trees:
+        return False
     roots = view.index.roots
+    stale = sorted(kept.stale)
     owners: list[int] = []
     found: list[Candidate] = []
-    for anchor in sorted(kept.stale):
-        kept.put(anchor, None)
+    for anchor in stale:
         here = trees.at(anchor) if anchor in roots else []
         owners += [anchor] * len(here)
         found += here
+    written = _written(trees, request, owners, found)
+    for anchor in stale:
+        kept.put(anchor, written.get(anchor))
     kept.stale = set()
-    for anchor, tree in _written(trees, request, owners, found).items():
-        kept.put(anchor, tree)
     return True
 
 
