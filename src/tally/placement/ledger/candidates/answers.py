@@ -285,9 +285,7 @@ def _write(view: View, kept: Kept, limit: int | None, randomize: bool) -> bytes:
     if not requests:
         return render.EMPTY
     index = view.index
-    members = set().union(*map(index.trees.__getitem__, roots))
-    summaries = ",".join(index.summaries_json(sorted(members)))
-    return f'{{"allocation_requests":[{requests}],"provider_summaries":{{{summaries}}}}}'.encode()
+    return render.joined(requests, index, set().union(*map(index.trees.__getitem__, roots)))
 
 
 def _chosen(kept: Kept, limit: int | None, randomize: bool) -> tuple[list[str], set[int]]:

@@ -12,12 +12,17 @@ same candidates (tested), so both paths stay one answer.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import orjson
 
 from tally.placement.ledger.candidates.groups import Candidate, Context
 from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.summaries import Chosen, summaries_of
 from tally.placement.ledger.candidates.view import View
+
+if TYPE_CHECKING:
+    from tally.placement.ledger.candidates.index import Index
 
 EMPTY = b'{"allocation_requests":[],"provider_summaries":{}}'
 
@@ -31,9 +36,18 @@ def body(ctx: Context, request: CandidateRequest, chosen: Chosen) -> bytes:
     requests = ",".join(allocation_requests(ctx, request, found))
     snap = ctx.snap
     if request.all_summary_classes and isinstance(snap, View):  # kept whole per provider
-        summaries = ",".join(snap.index.summaries_json(sorted(members)))
-    else:
-        summaries = orjson.dumps(summaries_of(ctx, request, members, roots)).decode()[1:-1]
+        return joined(requests, snap.index, members)
+    summaries = orjson.dumps(summaries_of(ctx, request, members, roots)).decode()[1:-1]
+    return _body(requests, summaries)
+
+
+def joined(requests: str, index: Index, members: set[int]) -> bytes:
+    """The body of allocation requests already written (joined by commas) with
+    the index's kept summary of every provider in `members`."""
+    return _body(requests, ",".join(index.summaries_json(sorted(members))))
+
+
+def _body(requests: str, summaries: str) -> bytes:
     return f'{{"allocation_requests":[{requests}],"provider_summaries":{{{summaries}}}}}'.encode()
 
 

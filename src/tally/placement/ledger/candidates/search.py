@@ -112,12 +112,9 @@ def run(
     on to the next groups when the full data had something for this one, and
     refused a later unknown class or trait: then search again, in full.
     """
-    names = Names.load(snap, request)
-    anchor_roots = _anchor_roots(snap, request, names)
+    names, anchor_roots, holders, sharing = _basics(snap, request)
     if anchor_roots is not None and not anchor_roots:
         return None, []
-    holders = snap.trait_holders(names.traits.values())
-    sharing = holders.get(names.traits.get(SHARING_TRAIT, -1), set())
     anchors: dict[int, set[int]] = {}
     roots = None
     if narrow:
@@ -166,15 +163,21 @@ def run(
     return ctx, _merge(ctx, request, parts, options)
 
 
-def _anchor_roots(
-    snap: Snapshot | View, request: CandidateRequest, names: Names
-) -> set[int] | None:
-    """The roots root_required and its forbidden traits allow; None: any."""
-    if not (request.root_required or request.root_forbidden):
-        return None
-    required = names.trait_ids(request.root_required)
-    forbidden = names.trait_ids(request.root_forbidden)
-    return snap.roots_with_traits(required, forbidden)
+def _basics(
+    snap: Snapshot | View, request: CandidateRequest
+) -> tuple[Names, set[int] | None, dict[int, set[int]], set[int]]:
+    """What every search starts from: the request's names in ids, the roots
+    root_required allows (None: any), the holders of the traits it names, and
+    the sharing providers."""
+    names = Names.load(snap, request)
+    anchor_roots = None
+    if request.root_required or request.root_forbidden:
+        required = names.trait_ids(request.root_required)
+        forbidden = names.trait_ids(request.root_forbidden)
+        anchor_roots = snap.roots_with_traits(required, forbidden)
+    holders = snap.trait_holders(names.traits.values())
+    sharing = holders.get(names.traits.get(SHARING_TRAIT, -1), set())
+    return names, anchor_roots, holders, sharing
 
 
 class Trees:
@@ -225,14 +228,9 @@ class Trees:
     def of(cls, snap: View, request: CandidateRequest) -> Trees | None:
         """The tree-by-tree search for `request`; None when it names an unknown
         class or trait (the bulk search reports which) or no root qualifies."""
-        names = Names.load(snap, request)
-        if _any_unknown(names, request, 0):
+        names, anchor_roots, holders, sharing = _basics(snap, request)
+        if _any_unknown(names, request, 0) or (anchor_roots is not None and not anchor_roots):
             return None
-        anchor_roots = _anchor_roots(snap, request, names)
-        if anchor_roots is not None and not anchor_roots:
-            return None
-        holders = snap.trait_holders(names.traits.values())
-        sharing = holders.get(names.traits.get(SHARING_TRAIT, -1), set())
         return cls(snap, request, names, holders, sharing, anchor_roots)
 
     def at(self, root: int) -> list[g.Candidate]:
