@@ -412,6 +412,27 @@ def test_the_caller_is_recorded(book, world):
     assert book.new()[0]["global_request_id"] is None  # not of the form req-<uuid>
 
 
+def test_any_text_is_recorded_as_sent(book, world):
+    # PostgreSQL gets the rows written into the script sent with the COMMIT: the
+    # driver's quoting must carry every character as it came
+    odd = "o'brien\\x27; DROP TABLE x;--\"%s %(a)s\u00fc\U0001f600\t"
+    consumer = new_uuid()
+    body = {
+        "allocations": {
+            world["rp"]: {"resources": {"VCPU": 1}},
+            world["other"]: {"resources": {"VCPU": 1}},
+        },
+        "project_id": odd,
+        "user_id": odd[::-1],
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
+    assert book.client.simulate_put(f"/allocations/{consumer}", json=body).status_code == 204
+    rows = book.new()
+    assert len(rows) == 2
+    assert {(r["consumer_project_id"], r["consumer_user_id"]) for r in rows} == {(odd, odd[::-1])}
+
+
 def test_with_history_off_nothing_is_recorded(api, world, book):
     quiet = Book(api(history=False))
     quiet.claim(new_uuid(), {world["rp"]: {"VCPU": 1}})

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.engine import at_commit, transaction
 
 
 def _state(engine: sa.Engine) -> tuple[int, list[tuple[int, int]]]:
@@ -90,3 +90,37 @@ def test_a_deleted_version_row_starts_again_past_every_change(engine):
         journal.touch(conn, (2,))
     version, rows = _state(engine)
     assert version == newest + 1 and rows[-1] == (newest + 1, 2)
+
+
+def test_every_thousandth_version_drops_changes_no_reader_needs(engine):
+    with transaction(engine, write=True) as conn:
+        journal.touch(conn, (1,))
+    now = _state(engine)[0]
+    step = journal.PRUNE_EVERY
+    last_before = (now // step + 2) * step - 1  # the next write makes a multiple of step
+    old, kept = last_before + 1 - journal.KEEP, last_before + 2 - journal.KEEP
+    with engine.begin() as conn:
+        conn.execute(
+            t.ledger_changes.insert(), [{"version": v, "provider_id": 7} for v in (old, kept)]
+        )
+        conn.execute(t.ledger_version.update().values(version=last_before))
+    with transaction(engine, write=True) as conn:
+        journal.touch(conn, (3,))
+    version, rows = _state(engine)
+    assert version == last_before + 1
+    assert (old, 7) not in rows and (kept, 7) in rows and rows[-1] == (version, 3)
+
+
+def test_a_write_refused_as_it_commits_leaves_nothing(engine):
+    """On PostgreSQL the journal's version and the history rows go with the COMMIT:
+    a statement refused there rolls the whole transaction back."""
+    before = _state(engine)
+    with pytest.raises(sa.exc.DBAPIError), transaction(engine, write=True) as conn:
+        conn.execute(t.ledger_changes.insert().values(version=10**12, provider_id=5))
+        journal.touch(conn, (5,))
+        clash = f"INSERT INTO {t.ledger_changes.name} (version, provider_id) VALUES (:v, 5)"
+        at_commit(conn, sa.text(clash), {"v": 10**12})  # that row is there: refused
+    assert _state(engine) == before
+    with transaction(engine, write=True) as conn:  # the connection is usable again
+        journal.touch(conn, (6,))
+    assert _state(engine)[1][-1] == (before[0] + 1, 6)

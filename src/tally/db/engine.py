@@ -14,13 +14,16 @@ COMMITTED each statement sees its own snapshot anyway, and BEGIN and COMMIT
 would be two more round trips. A pooled connection is pinged only when it sat
 idle for `IDLE_PING_SECONDS`: one busy a moment ago is trusted, and should the
 server have gone since, its first error invalidates the whole pool (one 503,
-then fresh connections).
+then fresh connections). The last writes of a transaction that nothing reads
+back (its history rows, the journal's version) go to PostgreSQL together with
+the COMMIT, in one round trip (`at_commit`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import threading
@@ -43,6 +46,8 @@ IDLE_PING_SECONDS = 1.0
 T = TypeVar("T")
 N = TypeVar("N")
 _NOTES = "tally.notes"
+_LAST = "tally.at_commit"
+Statements = list[tuple[sa.TextClause, dict | None]]
 
 # Transactions the database aborted to resolve a race: run them again.
 _RETRIABLE_PGCODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
@@ -233,14 +238,55 @@ def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connectio
             options["isolation_level"] = "AUTOCOMMIT"
         conn = conn.execution_options(**options)
         conn.info.pop(_NOTES, None)  # (the info of a pooled connection outlives us)
+        conn.info.pop(_LAST, None)
+        if write and engine.dialect.name == "postgresql":
+            conn.info[_LAST] = []  # at_commit's writes wait for the COMMIT
         try:
-            with conn.begin():
+            with conn.begin() as trans:
                 yield conn
                 notes = conn.info.pop(_NOTES, {})
                 for _, noted, flush in sorted(notes.values(), key=lambda entry: entry[0]):
                     flush(conn, noted)
+                _commit_with_last_writes(conn, trans, conn.info.pop(_LAST, []))
         finally:
             conn.info.pop(_NOTES, None)
+            conn.info.pop(_LAST, None)
+
+
+def at_commit(conn: sa.Connection, statement: sa.TextClause, params: dict | None = None) -> None:
+    """Run `statement`, a write whose result nobody reads, as the transaction
+    commits: on PostgreSQL sent in one message with the others and the COMMIT
+    (one round trip), elsewhere now. They run after every statement run directly.
+    (A write transaction's history rows and journal version go this way.)"""
+    waiting = conn.info.get(_LAST)
+    if waiting is not None:
+        waiting.append((statement, params))
+    else:
+        conn.execute(statement, params)
+
+
+def _commit_with_last_writes(
+    conn: sa.Connection, trans: sa.RootTransaction, last: Statements
+) -> None:
+    """Send the `at_commit` writes and the COMMIT as one script (their values
+    written in as literals by the driver, which quotes them). A statement refused
+    there (a constraint, a deadlock) stops the script before the COMMIT and is
+    raised as any error of the database is."""
+    if not last:
+        return
+    from psycopg import ClientCursor  # (PostgreSQL only: its driver may be absent elsewhere)
+
+    literal = ClientCursor(conn.connection.driver_connection)
+    script = [
+        literal.mogrify(_compiled(statement, conn.dialect), params) for statement, params in last
+    ]
+    conn.execution_options(no_parameters=True).exec_driver_sql("; ".join([*script, "COMMIT"]))
+    trans.commit()  # (the driver sees the transaction ended: nothing more is sent)
+
+
+@functools.cache
+def _compiled(statement: sa.TextClause, dialect: sa.Dialect) -> str:
+    return str(statement.compile(dialect=dialect))
 
 
 def notes(

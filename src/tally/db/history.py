@@ -29,7 +29,7 @@ import orjson
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import notes
+from tally.db.engine import at_commit, notes
 
 ALLOCATION = "allocation"
 INVENTORY = "inventory"
@@ -49,6 +49,11 @@ ACTIONS = (
 )
 _SETS = (TRAITS, AGGREGATES)  # detail: what was added and removed
 _INSERT = t.history.insert()  # built once: a claim's few rows cost no statement building
+_COLUMNS = ", ".join(c.name for c in t.history.c if c.name != "id")
+_INSERT_JSON = sa.text(  # PostgreSQL: any number of rows in one statement
+    f"INSERT INTO {t.history.name} ({_COLUMNS}) SELECT {_COLUMNS}"
+    f" FROM json_populate_recordset(NULL::{t.history.name}, CAST(:rows AS json))"
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +143,10 @@ def _flush(conn: sa.Connection, pending: dict[tuple, Change]) -> int:
     who = caller()
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     rows = [_row(c, who, now, providers.get(c.provider_id)) for c in changes]
-    conn.execute(_INSERT, rows)
+    if conn.dialect.name == "postgresql":  # sent with the COMMIT
+        at_commit(conn, _INSERT_JSON, {"rows": orjson.dumps(rows).decode()})
+    else:
+        conn.execute(_INSERT, rows)
     return len(rows)
 
 

@@ -20,12 +20,13 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import notes
+from tally.db.engine import at_commit, notes
 
 NAMES = 0  # a change row naming no provider: classes or traits were added or removed
 EVERYTHING = -1  # reload all (a bulk import)
 KEEP = 20_000  # change rows kept; a reader further behind reloads everything
 
+PRUNE_EVERY = 1000  # versions
 LAST = 100  # the journal flushes after every other note: its row lock is held briefly
 _VERSION = sa.select(t.ledger_version.c.version).where(t.ledger_version.c.id == 1)
 # built once: a small write pays the execution, not the building of its statements
@@ -36,13 +37,18 @@ _BUMP = (
 )
 _BUMP_RETURNING = _BUMP.returning(t.ledger_version.c.version)
 _RECORD = t.ledger_changes.insert()
-# PostgreSQL bumps and records in one statement: the version row stays locked for
-# that statement and the commit, not for a round trip more. (No rows: no version row.)
-_BUMP_AND_RECORD = sa.text(
-    f"WITH v AS (UPDATE {t.ledger_version.name} SET version = version + 1 WHERE id = 1"
-    f" RETURNING version) INSERT INTO {t.ledger_changes.name} (version, provider_id)"
-    " SELECT v.version, changed FROM v, unnest(CAST(:ids AS integer[])) AS changed"
-    " RETURNING version"
+# PostgreSQL bumps, records and now and then prunes in one statement, sent with the
+# COMMIT (engine.at_commit): the version row stays locked for that one round trip.
+# A version row deleted by hand is made again past every change kept.
+_BUMP_RECORD_PRUNE = sa.text(
+    f"WITH v AS (INSERT INTO {t.ledger_version.name} (id, version)"
+    f" SELECT 1, coalesce(max(version), 0) + 1 FROM {t.ledger_changes.name}"
+    f" ON CONFLICT (id) DO UPDATE SET version = {t.ledger_version.name}.version + 1"
+    " RETURNING version),"
+    f" recorded AS (INSERT INTO {t.ledger_changes.name} (version, provider_id)"
+    " SELECT v.version, changed FROM v, unnest(CAST(:ids AS integer[])) AS changed)"
+    f" DELETE FROM {t.ledger_changes.name} AS old USING v"
+    f" WHERE mod(v.version, {PRUNE_EVERY}) = 0 AND old.version <= v.version - {KEEP}"
 )
 
 
@@ -61,15 +67,14 @@ def touch_everything(conn: sa.Connection) -> None:
 
 
 def _flush(conn: sa.Connection, pending: set[int]) -> int | None:
-    """Write what this transaction noted under the next version; the version, or
-    None when it noted nothing. Run inside the transaction, just before commit."""
+    """Write what this transaction noted under the next version; the version (None
+    when it noted nothing, or on PostgreSQL, where it is written with the COMMIT).
+    Run inside the transaction, just before commit."""
     if not pending:
         return None
     if conn.dialect.name == "postgresql":
-        version = conn.execute(_BUMP_AND_RECORD, {"ids": sorted(pending)}).scalar()
-        if version is not None:
-            _prune(conn, version)
-            return version
+        at_commit(conn, _BUMP_RECORD_PRUNE, {"ids": sorted(pending)})
+        return None
     if conn.dialect.update_returning:
         version = conn.execute(_BUMP_RETURNING).scalar()
     else:  # MySQL: read back under the row lock the update took
@@ -86,7 +91,7 @@ def _flush(conn: sa.Connection, pending: set[int]) -> int | None:
 
 
 def _prune(conn: sa.Connection, version: int) -> None:
-    if version % 1000 == 0:  # now and then, drop what no reader needs any more
+    if version % PRUNE_EVERY == 0:  # now and then, drop what no reader needs any more
         c = t.ledger_changes
         conn.execute(c.delete().where(c.c.version <= version - KEEP))
 
