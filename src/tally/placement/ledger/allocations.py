@@ -29,7 +29,7 @@ from tally.placement.ledger import consumers as cons
 from tally.placement.ledger import history
 from tally.placement.ledger.common import (
     bump_generation,
-    ids_by_name,
+    ids_by_names,
     lock_providers,
     provider_row,
     utcnow,
@@ -247,9 +247,18 @@ def run_retrying(
 def replace_in(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
     """The body of `replace`, inside a write transaction the caller opened."""
     writes = _merge(writes)
-    consumers = _claim_consumers(conn, writes)
-    provider_ids = _provider_ids(conn, writes)
-    class_ids = _class_ids(conn, writes)
+    provider_ids, class_ids, type_ids = ids_by_names(
+        conn,
+        (t.resource_providers, "uuid", (u for w in writes for u in w.allocations)),
+        (
+            t.resource_classes,
+            "name",
+            (rc for w in writes for r in w.allocations.values() for rc in r),
+        ),
+        (t.consumer_types, "name", (w.consumer_type for w in writes if w.consumer_type)),
+    )
+    consumers = _claim_consumers(conn, writes, type_ids)
+    _check_named(writes, provider_ids, class_ids)
     old = _current(conn, [w.uuid for w in writes])
     lock_providers(conn, sorted(set(provider_ids.values()) | {r.rp_id for r in old}))
     _check(conn, writes, provider_ids, class_ids, old)
@@ -304,15 +313,18 @@ def _merge(writes: list[ConsumerWrite]) -> list[ConsumerWrite]:
     return list(merged.values())
 
 
-def _claim_consumers(conn: sa.Connection, writes: list[ConsumerWrite]) -> dict[str, cons.Consumer]:
+def _claim_consumers(
+    conn: sa.Connection, writes: list[ConsumerWrite], type_ids: dict[str, int]
+) -> dict[str, cons.Consumer]:
     """Lock existing consumers, check generations, create new ones (sorted
-    by uuid, so writers never deadlock on each other's consumers)."""
+    by uuid, so writers never deadlock on each other's consumers). `type_ids`:
+    the consumer types that exist; one named for the first time is made."""
     existing = cons.lock_consumers(conn, [w.uuid for w in writes])
     for w in writes:
         _check_generation(w, existing.get(w.uuid))
     result: dict[str, cons.Consumer] = {}
     new: list[tuple[str, str, str, int | None]] = []
-    type_ids: dict[str, int] = {}
+    type_ids = dict(type_ids)
     for w in sorted(writes, key=lambda w: w.uuid):
         consumer = existing.get(w.uuid)
         if consumer is None and not w.allocations:
@@ -348,27 +360,20 @@ def _check_generation(w: ConsumerWrite, consumer: cons.Consumer | None) -> None:
         )
 
 
-def _provider_ids(conn: sa.Connection, writes: list[ConsumerWrite]) -> dict[str, int]:
-    """Ids of the providers the request names; 400 for one that does not exist."""
-    found = ids_by_name(
-        conn, t.resource_providers, (u for w in writes for u in w.allocations), column="uuid"
-    )
+def _check_named(
+    writes: list[ConsumerWrite], provider_ids: dict[str, int], class_ids: dict[str, int]
+) -> None:
+    """400 for a provider or a resource class the request names that does not exist."""
     for rp_uuid in (u for w in writes for u in w.allocations):
-        if rp_uuid not in found:
+        if rp_uuid not in provider_ids:
             raise BadRequest(f"Allocation for resource provider '{rp_uuid}' that does not exist.")
-    return found
-
-
-def _class_ids(conn: sa.Connection, writes: list[ConsumerWrite]) -> dict[str, int]:
-    named = [(w.uuid, rc) for w in writes for res in w.allocations.values() for rc in res]
-    found = ids_by_name(conn, t.resource_classes, (rc for _, rc in named))
-    for consumer, name in named:
-        if name not in found:
-            raise BadRequest(
-                f"Unable to allocate inventory for consumer {consumer}: "
-                f"No such resource class {name}."
-            )
-    return found
+    for w in writes:
+        for name in (rc for res in w.allocations.values() for rc in res):
+            if name not in class_ids:
+                raise BadRequest(
+                    f"Unable to allocate inventory for consumer {w.uuid}: "
+                    f"No such resource class {name}."
+                )
 
 
 class _Held(NamedTuple):
