@@ -123,6 +123,29 @@ def test_put_all_adds_updates_and_removes(api, rp):
     assert result.json == {"resource_provider_generation": 3, "inventories": {}}
 
 
+def test_every_write_answers_what_a_read_then_shows(api, rp):
+    # the answer is built from what was written, not read back (except on MySQL,
+    # which keeps ratios in single precision: 1.23456789 comes back as 1.23457),
+    # and is byte for byte a read's, last-modified and key order included
+    client = api("1.15")
+    path = f"/resource_providers/{rp}/inventories"
+
+    def same_as_read(result, one: str | None = None) -> None:
+        assert result.status_code in (200, 201), result.text
+        read = client.simulate_get(f"{path}/{one}" if one else path)
+        assert result.text == read.text
+        assert result.headers["last-modified"] == read.headers["last-modified"]
+
+    ratio = {"total": 64, "reserved": 3, "allocation_ratio": 1.23456789, "max_unit": 32}
+    same_as_read(put_all(client, rp, 0, {"MEMORY_MB": {"total": 4096}, "VCPU": ratio}))
+    same_as_read(post(client, rp, resource_class="DISK_GB", total=100, step_size=10), "DISK_GB")
+    changed = {"VCPU": {**ratio, "allocation_ratio": 16}, "MEMORY_MB": {"total": 4096}}
+    same_as_read(put_all(client, rp, 2, {**changed, "DISK_GB": {"total": 100, "step_size": 10}}))
+    body = {"resource_provider_generation": 3, "total": 50, "reserved": 1}
+    same_as_read(client.simulate_put(f"{path}/DISK_GB", json=body), "DISK_GB")
+    assert list(client.simulate_get(path).json["inventories"]) == ["VCPU", "MEMORY_MB", "DISK_GB"]
+
+
 def test_put_one_class(api, rp):
     client = api()
     post(client, rp, resource_class="VCPU", total=8)

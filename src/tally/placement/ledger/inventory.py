@@ -380,7 +380,36 @@ def _write(
     history.inventory_written(conn, provider, generation, before, after)
     for rc in over:
         log.warning("Resource provider %s is now over-capacity for %s", provider.uuid, rc)
-    return ProviderInventory(generation, _records(conn, provider.id))
+    return ProviderInventory(generation, _as_written(conn, provider.id, before, after, ids, now))
+
+
+def _as_written(
+    conn: sa.Connection,
+    provider_id: int,
+    before: dict[str, Record],
+    after: dict[str, Record],
+    ids: dict[str, int],
+    now: dt.datetime,
+) -> dict[str, Record]:
+    """The inventory as `_write` left it, in the order `_records` reads it (by
+    class id), without reading it back; read back on MySQL, which keeps an
+    allocation ratio in single precision (1.23456789 comes back as 1.23457)."""
+    if conn.dialect.name == "mysql":
+        return _records(conn, provider_id)
+    written: dict[str, Record] = {}
+    for rc in sorted(after, key=ids.__getitem__):
+        record, old = after[rc], before.get(rc)
+        written[rc] = (
+            old
+            if record is old
+            else dataclasses.replace(
+                record,
+                **_amounts(record),
+                created_at=old.created_at if old else now,
+                updated_at=now if old else None,
+            )
+        )
+    return written
 
 
 def _amounts(record: Record) -> dict[str, Any]:
