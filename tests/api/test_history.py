@@ -433,6 +433,22 @@ def test_any_text_is_recorded_as_sent(book, world):
     assert {(r["consumer_project_id"], r["consumer_user_id"]) for r in rows} == {(odd, odd[::-1])}
 
 
+def test_amounts_sent_as_whole_floats_are_recorded_as_integers(book, world):
+    # JSON's 3.0 is a valid integer: written, and recorded, as 3
+    rp, consumer = world["other"], new_uuid()
+    book.inventories(rp, VCPU={"total": 8.0, "reserved": 1.0})
+    book.claim(consumer, {rp: {"VCPU": 3.0}})
+    assert book.changes() == sorted(
+        [
+            ("inventory", "", rp, "VCPU", 4, 8),
+            ("allocation", consumer, rp, "VCPU", None, 3),
+        ]
+    )
+    assert book.client.simulate_get(f"/resource_providers/{rp}/usages").json["usages"] == {
+        "VCPU": 3
+    }
+
+
 def test_with_history_off_nothing_is_recorded(api, world, book):
     quiet = Book(api(history=False))
     quiet.claim(new_uuid(), {world["rp"]: {"VCPU": 1}})

@@ -189,10 +189,15 @@ def _row(change: Change, caller: Caller, now: dt.datetime, provider: sa.Row | No
             else provider.generation
         ),
         "resource_class": change.resource_class,
-        "amount_before": change.amount_before,
-        "amount_after": change.amount_after,
+        "amount_before": _whole(change.amount_before),
+        "amount_after": _whole(change.amount_after),
         "detail": _detail(change),
     }
+
+
+def _whole(amount: float | None) -> int | None:
+    """An amount as the integer column keeps it (a request may say 8.0)."""
+    return None if amount is None else int(amount)
 
 
 def _detail(change: Change) -> str | None:

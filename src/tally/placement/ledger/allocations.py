@@ -304,11 +304,13 @@ def check_consumers(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
 
 
 def _merge(writes: list[ConsumerWrite]) -> list[ConsumerWrite]:
-    """One write per consumer (the last wins), without empty resource maps."""
+    """One write per consumer (the last wins), without empty resource maps, and
+    amounts as ints (JSON's 3.0 is a valid integer)."""
     merged: dict[str, ConsumerWrite] = {}
     for w in writes:
+        held = {rp: {rc: int(n) for rc, n in res.items()} for rp, res in w.allocations.items()}
         merged[w.uuid] = dataclasses.replace(
-            w, allocations={rp: dict(res) for rp, res in w.allocations.items() if res}
+            w, allocations={rp: res for rp, res in held.items() if res}
         )
     return list(merged.values())
 
