@@ -47,7 +47,7 @@ T = TypeVar("T")
 N = TypeVar("N")
 _NOTES = "tally.notes"
 _LAST = "tally.at_commit"
-Statements = list[tuple[sa.TextClause, dict | None]]
+_Statements = list[tuple[sa.TextClause, dict | None]]
 
 # Transactions the database aborted to resolve a race: run them again.
 _RETRIABLE_PGCODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
@@ -266,7 +266,7 @@ def at_commit(conn: sa.Connection, statement: sa.TextClause, params: dict | None
 
 
 def _commit_with_last_writes(
-    conn: sa.Connection, trans: sa.RootTransaction, last: Statements
+    conn: sa.Connection, trans: sa.RootTransaction, last: _Statements
 ) -> None:
     """Send the `at_commit` writes and the COMMIT as one script (their values
     written in as literals by the driver, which quotes them). A statement refused
