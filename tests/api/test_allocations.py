@@ -373,11 +373,11 @@ def test_server_side_races_are_retried_then_reported(monkeypatch, sqlite_engine)
     write = ledger.ConsumerWrite(str(uuid.uuid4()), "p", "u", {rp: {"VCPU": 1}})
     real, calls = ledger.replace_in, []
 
-    def flaky(conn, writes):
+    def flaky(conn, writes, **how):
         calls.append(1)
         if len(calls) < 3:
             raise ledger._Retry()
-        return real(conn, writes)
+        return real(conn, writes, **how)
 
     monkeypatch.setattr(ledger, "replace_in", flaky)
     ledger.replace(sqlite_engine, [write], retries=3)
@@ -389,3 +389,80 @@ def test_server_side_races_are_retried_then_reported(monkeypatch, sqlite_engine)
     with pytest.raises(ledger.ConcurrentUpdate):
         ledger.replace(sqlite_engine, [write], retries=2)
     assert len(calls) == 2
+
+
+# A claim naming its consumer's generation as null is first written as if the consumer
+# were new, without looking it up (`replace_in(assume_new=True)`); these are the cases
+# where the assumption is wrong, and the answer must be the ordinary write's.
+
+
+def _orphan_allocation(engine: sa.Engine, consumer: str, rp_uuid: str, vcpu: int) -> None:
+    """An allocation without a consumer row, as an upstream database adopted
+    before its online migrations made one may hold."""
+    with transaction(engine, write=True) as conn:
+        rp_id = conn.execute(
+            sa.select(t.resource_providers.c.id).where(t.resource_providers.c.uuid == rp_uuid)
+        ).scalar_one()
+        conn.execute(
+            t.allocations.insert().values(
+                resource_provider_id=rp_id, consumer_id=consumer, resource_class_id=0, used=vcpu
+            )
+        )
+
+
+def test_a_null_generation_claim_replaces_allocations_held_without_a_consumer_row(api, engine):
+    rp, other = provider_with_inventory(engine, VCPU=8), provider_with_inventory(engine, VCPU=8)
+    consumer = str(uuid.uuid4())
+    _orphan_allocation(engine, consumer, rp, 6)
+    client = api("1.28")
+    # 6 held + 4 asked would not fit: the 6 are released by the rewrite, as before
+    put = client.simulate_put(f"/allocations/{consumer}", json=body({rp: {"VCPU": 4}}))
+    assert put.status_code == 204, put.text
+    assert usage(client, rp) == {"VCPU": 4}  # replaced, not added to
+    moved = client.simulate_put(
+        f"/allocations/{consumer}", json=body({other: {"VCPU": 1}}, generation=1)
+    )
+    assert moved.status_code == 204, moved.text
+    assert (usage(client, rp), usage(client, other)) == ({"VCPU": 0}, {"VCPU": 1})
+
+
+def test_a_null_generation_for_an_existing_consumer_is_its_conflict_first(api, engine):
+    rp = provider_with_inventory(engine, VCPU=8)
+    consumer = str(uuid.uuid4())
+    client = api("1.28")
+    assert (
+        client.simulate_put(f"/allocations/{consumer}", json=body({rp: {"VCPU": 2}})).status_code
+        == 204
+    )
+    unknown_rp = str(uuid.uuid4())
+    for allocations in ({rp: {"VCPU": 1}}, {rp: {"VCPU": 99}}, {unknown_rp: {"VCPU": 1}}):
+        again = client.simulate_put(f"/allocations/{consumer}", json=body(allocations))
+        assert again.status_code == 409, again.text  # not 204, not the capacity's, not 400
+        error = again.json["errors"][0]
+        assert error["code"] == "placement.concurrent_update"
+        assert "consumer generation conflict - expected 1 but got null" in error["detail"]
+    assert usage(client, rp) == {"VCPU": 2}
+    assert client.simulate_get(f"/allocations/{consumer}").json["consumer_generation"] == 1
+
+
+def test_a_claim_refused_for_capacity_on_the_first_try_is_the_answer(api, engine, monkeypatch):
+    rp = provider_with_inventory(engine, VCPU=2)
+    tries = []
+    real = ledger.replace_in
+
+    def counted(conn, writes, **how):
+        tries.append(how.get("assume_new"))
+        return real(conn, writes, **how)
+
+    filled = api("1.28").simulate_put(f"/allocations/{uuid.uuid4()}", json=body({rp: {"VCPU": 2}}))
+    assert filled.status_code == 204
+    monkeypatch.setattr(ledger, "replace_in", counted)
+    full = api("1.28").simulate_put(f"/allocations/{uuid.uuid4()}", json=body({rp: {"VCPU": 1}}))
+    assert full.status_code == 409 and "exceed the capacity" in full.text
+    assert tries == [True]  # the consumer is known to be new: no second run
+    tries.clear()
+    missing = api("1.28").simulate_put(
+        f"/allocations/{uuid.uuid4()}", json=body({str(uuid.uuid4()): {"VCPU": 1}})
+    )
+    assert missing.status_code == 400
+    assert tries == [True, False]  # a 400 is checked again with the consumer looked up

@@ -378,15 +378,15 @@ def test_a_rolled_back_transaction_leaves_no_row(book, world, engine):
 
 def test_a_write_run_again_after_a_race_records_its_last_run_only(book, world, monkeypatch):
     lost = []
-    real = ledger_allocations._bump_providers
+    real = ledger_allocations._lock_and_bump
 
-    def loses_once(conn, provider_ids):
+    def loses_once(conn, lock_ids, bump_ids):
         if not lost:
-            lost.append(sorted(provider_ids))
+            lost.append(sorted(bump_ids))
             raise ledger_allocations._Retry()  # as a generation moved under us
-        return real(conn, provider_ids)
+        return real(conn, lock_ids, bump_ids)
 
-    monkeypatch.setattr(ledger_allocations, "_bump_providers", loses_once)
+    monkeypatch.setattr(ledger_allocations, "_lock_and_bump", loses_once)
     consumer = new_uuid()
     book.claim(consumer, {world["rp"]: {"VCPU": 1}})
     assert len(lost) == 1  # the first run lost, the server ran it again

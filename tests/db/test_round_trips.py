@@ -5,7 +5,9 @@ name without spoiling the transaction."""
 
 from __future__ import annotations
 
+import contextlib
 import uuid as uuidlib
+from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
@@ -15,6 +17,7 @@ from tally.db import schema as t
 from tally.db.engine import transaction, unavailable
 from tally.placement.ledger import providers
 from tally.placement.ledger.common import utcnow
+from tests.builders import provider_with_inventory
 
 # these run on PostgreSQL only (the `backend` fixture narrowed to it)
 POSTGRESQL_ONLY = pytest.mark.parametrize(
@@ -121,3 +124,56 @@ def test_a_taken_name_inserts_nothing_and_the_transaction_goes_on(engine):
     with transaction(engine) as conn:
         rows = conn.execute(sa.select(rp.c.id, rp.c.name, rp.c.root_provider_id)).all()
     assert sorted(rows) == [(first, "taken", first), (second, "free", second)]
+
+
+@contextlib.contextmanager
+def _sent(engine: sa.Engine) -> Iterator[list[str]]:
+    """What the engine sends meanwhile: each statement (the COMMIT script is one)
+    and each BEGIN."""
+    sent: list[str] = []
+
+    def begun(_conn) -> None:  # noqa: ANN001
+        sent.append("BEGIN")
+
+    def executed(_conn, _cursor, statement, *_rest) -> None:  # noqa: ANN001, ANN002
+        sent.append(statement)
+
+    sa.event.listen(engine, "begin", begun)
+    sa.event.listen(engine, "before_cursor_execute", executed)
+    try:
+        yield sent
+    finally:
+        sa.event.remove(engine, "begin", begun)
+        sa.event.remove(engine, "before_cursor_execute", executed)
+
+
+@POSTGRESQL_ONLY
+def test_a_claim_for_a_new_consumer_takes_five_round_trips(api, engine, monkeypatch):
+    rp = provider_with_inventory(engine, VCPU=8, MEMORY_MB=4096)
+    client = api("1.39")
+
+    def claim(consumer: str) -> int:
+        allocations = {rp: {"resources": {"VCPU": 1, "MEMORY_MB": 512}}}
+        claim_body = {
+            "allocations": allocations,
+            "project_id": "p",
+            "user_id": "u",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        }
+        return client.simulate_put(f"/allocations/{consumer}", json=claim_body).status_code
+
+    assert claim(str(uuidlib.uuid4())) == 204  # (the consumer type is made once)
+    monkeypatch.setattr(engine_module, "IDLE_PING_SECONDS", 3600.0)  # no ping either
+    consumer = str(uuidlib.uuid4())
+    with _sent(engine) as sent:
+        assert claim(consumer) == 204
+    # BEGIN; providers, classes and type looked up; providers locked and bumped;
+    # inventory and usage read; the consumer, allocations, history, journal and COMMIT
+    assert len(sent) == 5, sent
+    assert sent[-1].endswith("COMMIT")
+    held = client.simulate_get(f"/allocations/{consumer}").json
+    assert held["allocations"][rp]["resources"] == {"VCPU": 1, "MEMORY_MB": 512}
+    assert held["consumer_generation"] == 1
+    usages = client.simulate_get(f"/resource_providers/{rp}/usages").json["usages"]
+    assert usages == {"VCPU": 2, "MEMORY_MB": 1024}

@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TypeVar
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy import event
 
@@ -47,7 +48,7 @@ T = TypeVar("T")
 N = TypeVar("N")
 _NOTES = "tally.notes"
 _LAST = "tally.at_commit"
-_Statements = list[tuple[sa.TextClause, dict | None]]
+_Statements = list[tuple[sa.Executable, dict | None]]
 
 # Transactions the database aborted to resolve a race: run them again.
 _RETRIABLE_PGCODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
@@ -253,7 +254,7 @@ def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connectio
             conn.info.pop(_LAST, None)
 
 
-def at_commit(conn: sa.Connection, statement: sa.TextClause, params: dict | None = None) -> None:
+def at_commit(conn: sa.Connection, statement: sa.Executable, params: dict | None = None) -> None:
     """Run `statement`, a write whose result nobody reads, as the transaction
     commits: on PostgreSQL sent in one message with the others and the COMMIT
     (one round trip), elsewhere now. They run after every statement run directly.
@@ -263,6 +264,38 @@ def at_commit(conn: sa.Connection, statement: sa.TextClause, params: dict | None
         waiting.append((statement, params))
     else:
         conn.execute(statement, params)
+
+
+def defers(conn: sa.Connection) -> bool:
+    """Whether `at_commit` writes wait for the COMMIT (PostgreSQL write transactions)."""
+    return conn.info.get(_LAST) is not None
+
+
+def insert_at_commit(conn: sa.Connection, table: sa.Table, rows: list[dict]) -> None:
+    """Insert `rows` (dicts with the same keys) into `table` as the transaction
+    commits (`at_commit`): on PostgreSQL one statement whatever their number, the
+    rows as JSON; elsewhere now."""
+    if not rows:
+        return
+    if defers(conn):
+        statement = _json_insert(table, tuple(rows[0]))
+        at_commit(conn, statement, {"rows": orjson.dumps(rows).decode()})
+    else:
+        conn.execute(_insert(table), rows)
+
+
+@functools.cache
+def _insert(table: sa.Table) -> sa.Insert:
+    return table.insert()  # (built once: building costs about what a small write does)
+
+
+@functools.cache
+def _json_insert(table: sa.Table, columns: tuple[str, ...]) -> sa.TextClause:
+    names = ", ".join(columns)
+    return sa.text(
+        f"INSERT INTO {table.name} ({names}) SELECT {names}"
+        f" FROM json_populate_recordset(NULL::{table.name}, CAST(:rows AS json))"
+    )
 
 
 def _commit_with_last_writes(
@@ -285,7 +318,7 @@ def _commit_with_last_writes(
 
 
 @functools.cache
-def _compiled(statement: sa.TextClause, dialect: sa.Dialect) -> str:
+def _compiled(statement: sa.Executable, dialect: sa.Dialect) -> str:
     return str(statement.compile(dialect=dialect))
 
 

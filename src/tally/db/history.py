@@ -29,7 +29,7 @@ import orjson
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import at_commit, notes
+from tally.db.engine import insert_at_commit, notes
 
 ALLOCATION = "allocation"
 INVENTORY = "inventory"
@@ -48,12 +48,6 @@ ACTIONS = (
     AGGREGATES,
 )
 _SETS = (TRAITS, AGGREGATES)  # detail: what was added and removed
-_INSERT = t.history.insert()  # built once: a claim's few rows cost no statement building
-_COLUMNS = ", ".join(c.name for c in t.history.c if c.name != "id")
-_INSERT_JSON = sa.text(  # PostgreSQL: any number of rows in one statement
-    f"INSERT INTO {t.history.name} ({_COLUMNS}) SELECT {_COLUMNS}"
-    f" FROM json_populate_recordset(NULL::{t.history.name}, CAST(:rows AS json))"
-)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,10 +137,7 @@ def _flush(conn: sa.Connection, pending: dict[tuple, Change]) -> int:
     who = caller()
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     rows = [_row(c, who, now, providers.get(c.provider_id)) for c in changes]
-    if conn.dialect.name == "postgresql":  # sent with the COMMIT
-        at_commit(conn, _INSERT_JSON, {"rows": orjson.dumps(rows).decode()})
-    else:
-        conn.execute(_INSERT, rows)
+    insert_at_commit(conn, t.history, rows)
     return len(rows)
 
 

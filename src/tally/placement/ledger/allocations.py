@@ -23,8 +23,8 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
+from tally.db.engine import at_commit, insert_at_commit, transaction
 from tally.db.engine import run_retrying as run_retrying_in_engine
-from tally.db.engine import transaction
 from tally.placement.ledger import consumers as cons
 from tally.placement.ledger import history
 from tally.placement.ledger.common import (
@@ -71,7 +71,7 @@ class ProviderAllocations:
 
 
 _a = t.allocations
-_DELETE_ALLOCATIONS = _a.delete().where(_a.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
+_DELETE_ALLOCATIONS = _a.delete().where(_a.c.consumer_id == sa.bindparam("uuid"))
 _INSERT_ALLOCATIONS = _a.insert()
 _CURRENT = sa.select(
     _a.c.consumer_id, _a.c.resource_provider_id, _a.c.resource_class_id, _a.c.used
@@ -89,9 +89,30 @@ _USED_OF_INVENTORY = (
 _INVENTORY_OF = sa.select(t.inventories, _USED_OF_INVENTORY.label("used_now")).where(
     t.inventories.c.resource_provider_id.in_(sa.bindparam("ids", expanding=True))
 )
+# ... and, for a claim that assumed its consumers new, whether any of them has a
+# row or holds an allocation after all (the same answer on every row).
+_CONSUMERS_KNOWN = sa.or_(
+    sa.exists().where(t.consumers.c.uuid.in_(sa.bindparam("uuids", expanding=True))),
+    sa.exists().where(_a.c.consumer_id.in_(sa.bindparam("uuids", expanding=True))),
+)
+_INVENTORY_OF_NEW = _INVENTORY_OF.add_columns(_CONSUMERS_KNOWN.label("consumers_known"))
 _BUMP_LOCKED = (
     t.resource_providers.update()
     .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .values(generation=t.resource_providers.c.generation + 1, updated_at=sa.bindparam("now"))
+    .returning(t.resource_providers.c.id, t.resource_providers.c.generation)
+)
+# PostgreSQL: lock the providers in id order and bump them, one statement.
+_locked = (
+    sa.select(t.resource_providers.c.id)
+    .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .order_by(t.resource_providers.c.id)
+    .with_for_update()
+    .subquery("locked")
+)
+_LOCK_AND_BUMP = (
+    t.resource_providers.update()
+    .where(t.resource_providers.c.id == _locked.c.id)
     .values(generation=t.resource_providers.c.generation + 1, updated_at=sa.bindparam("now"))
     .returning(t.resource_providers.c.id, t.resource_providers.c.generation)
 )
@@ -222,9 +243,18 @@ def replace(engine: sa.Engine, writes: list[ConsumerWrite], retries: int = 10) -
     Races the server can resolve alone (two requests creating the same new
     consumer or consumer type, a deadlock, a provider generation moving) run the
     whole transaction again, at most `retries` times; then 409
-    `placement.concurrent_update`.
+    `placement.concurrent_update`. The first try takes consumers whose generation
+    the client names as null (from 1.28: a scheduler's claim for a new server) for
+    new without looking (`replace_in(assume_new=True)`); any doubt runs it again
+    the ordinary way.
     """
-    run_retrying(engine, lambda conn: replace_in(conn, writes), retries)
+    first = [True]
+
+    def body(conn: sa.Connection) -> None:
+        assume_new, first[0] = first[0], False
+        replace_in(conn, writes, last=True, assume_new=assume_new)
+
+    run_retrying(engine, body, retries)
 
 
 def run_retrying(
@@ -244,9 +274,26 @@ def run_retrying(
     )
 
 
-def replace_in(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
-    """The body of `replace`, inside a write transaction the caller opened."""
+def replace_in(
+    conn: sa.Connection,
+    writes: list[ConsumerWrite],
+    *,
+    last: bool = False,
+    assume_new: bool = False,
+) -> None:
+    """The body of `replace`, inside a write transaction the caller opened.
+
+    `last`: nothing later in the transaction reads what this writes, so its
+    writes may go with the COMMIT (`engine.at_commit`). `assume_new`: when every
+    write names its consumer's generation as null, skip locking and reading the
+    consumers; the read after the provider locks tells whether any exists or holds
+    an allocation after all (and the insert of their rows, should one be made
+    meanwhile), and then `_Retry` runs the write again without the assumption.
+    """
     writes = _merge(writes)
+    assume_new = assume_new and all(
+        w.check_generation and w.generation is None and w.allocations for w in writes
+    )
     provider_ids, class_ids, type_ids = ids_by_names(
         conn,
         (t.resource_providers, "uuid", (u for w in writes for u in w.allocations)),
@@ -257,14 +304,25 @@ def replace_in(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
         ),
         (t.consumer_types, "name", (w.consumer_type for w in writes if w.consumer_type)),
     )
-    consumers = _claim_consumers(conn, writes, type_ids)
-    _check_named(writes, provider_ids, class_ids)
-    old = _current(conn, [w.uuid for w in writes])
-    lock_providers(conn, sorted(set(provider_ids.values()) | {r.rp_id for r in old}))
-    _check(conn, writes, provider_ids, class_ids, old)
+    consumers, new = _claim_consumers(conn, writes, type_ids, assume_new=assume_new)
+    try:
+        _check_named(writes, provider_ids, class_ids)
+    except BadRequest:
+        if assume_new:  # an existing consumer's 409 would come first
+            raise _Retry() from None
+        raise
+    old = [] if assume_new else _current(conn, [w.uuid for w in writes])
+    # As upstream: the providers named in the request, and those a consumer
+    # being emptied held, get a new generation (all of them locked first).
+    emptied = {w.uuid for w in writes if not w.allocations}
+    touched = set(provider_ids.values()) | {r.rp_id for r in old if r.consumer in emptied}
+    generations = _lock_and_bump(conn, touched | {r.rp_id for r in old}, touched)
+    _check(conn, writes, provider_ids, class_ids, old, assume_new)
+    for consumer in cons.create_consumers(conn, new, last=last):
+        consumers[consumer.uuid] = consumer
 
-    if old:  # (none held: their consumer rows, locked or just made, keep it so)
-        conn.execute(_DELETE_ALLOCATIONS, {"uuids": [w.uuid for w in writes]})
+    for consumer_uuid in sorted({r.consumer for r in old}):
+        _write(conn, last, _DELETE_ALLOCATIONS, {"uuid": consumer_uuid})
     now = utcnow()
     rows = [
         {
@@ -278,19 +336,23 @@ def replace_in(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
         for rp_uuid, resources in w.allocations.items()
         for rc, amount in resources.items()
     ]
-    if rows:
+    if last:
+        insert_at_commit(conn, _a, rows)
+    elif rows:
         conn.execute(_INSERT_ALLOCATIONS, rows)
-
-    # As upstream: the providers named in the request, and those a consumer
-    # being emptied held, get a new generation.
-    emptied = {w.uuid for w in writes if not w.allocations}
-    touched = set(provider_ids.values()) | {r.rp_id for r in old if r.consumer in emptied}
-    generations = _bump_providers(conn, touched)
     journal.touch(conn, {r.rp_id for r in old})  # usage moved off them too
-    for consumer in consumers.values():
-        cons.save_consumer(conn, consumer)
-    cons.delete_if_unused(conn, emptied)
+    for _, consumer in sorted(consumers.items()):
+        cons.save_consumer(conn, consumer, last=last)
+    cons.delete_if_unused(conn, emptied, last=last)
     history.allocations_replaced(conn, writes, consumers, provider_ids, class_ids, old, generations)
+
+
+def _write(conn: sa.Connection, last: bool, statement: sa.Executable, params: dict) -> None:
+    """`statement` now, or with the COMMIT when it is the transaction's `last` act."""
+    if last:
+        at_commit(conn, statement, params)
+    else:
+        conn.execute(statement, params)
 
 
 def check_consumers(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:
@@ -316,12 +378,18 @@ def _merge(writes: list[ConsumerWrite]) -> list[ConsumerWrite]:
 
 
 def _claim_consumers(
-    conn: sa.Connection, writes: list[ConsumerWrite], type_ids: dict[str, int]
-) -> dict[str, cons.Consumer]:
-    """Lock existing consumers, check generations, create new ones (sorted
-    by uuid, so writers never deadlock on each other's consumers). `type_ids`:
-    the consumer types that exist; one named for the first time is made."""
-    existing = cons.lock_consumers(conn, [w.uuid for w in writes])
+    conn: sa.Connection,
+    writes: list[ConsumerWrite],
+    type_ids: dict[str, int],
+    *,
+    assume_new: bool,
+) -> tuple[dict[str, cons.Consumer], list[tuple[str, str, str, int | None]]]:
+    """Lock existing consumers (none, when `assume_new`; sorted by uuid, so
+    writers never deadlock on each other's consumers) and check generations; the
+    existing ones with their new owner and type, and the rows of those to create
+    (`cons.create_consumers`, once the write is checked). `type_ids`: the consumer
+    types that exist; one named for the first time is made."""
+    existing = {} if assume_new else cons.lock_consumers(conn, [w.uuid for w in writes])
     for w in writes:
         _check_generation(w, existing.get(w.uuid))
     result: dict[str, cons.Consumer] = {}
@@ -343,9 +411,7 @@ def _claim_consumers(
         if type_id is not None:
             consumer.consumer_type_id = type_id
         result[w.uuid] = consumer
-    for consumer in cons.create_consumers(conn, new):
-        result[consumer.uuid] = consumer
-    return dict(sorted(result.items()))
+    return result, new
 
 
 def _check_generation(w: ConsumerWrite, consumer: cons.Consumer | None) -> None:
@@ -396,10 +462,12 @@ def _check(
     provider_ids: dict[str, int],
     class_ids: dict[str, int],
     old: list[_Held],
+    assume_new: bool = False,
 ) -> None:
     """Inventory exists, min_unit/max_unit/step_size hold, and capacity is not
     exceeded, per (provider, class) of the new allocations. Reads usage after
-    the provider rows are locked, in the write transaction."""
+    the provider rows are locked, in the write transaction (`_Retry` when the
+    consumers assumed new are known after all)."""
     keys = {
         (provider_ids[rp_uuid], class_ids[rc])
         for w in writes
@@ -409,10 +477,14 @@ def _check(
     if not keys:
         return
     ids = sorted({k[0] for k in keys})
-    inventory = {
-        (row.resource_provider_id, row.resource_class_id): row
-        for row in conn.execute(_INVENTORY_OF, {"ids": ids})
-    }
+    if assume_new:
+        uuids = [w.uuid for w in writes]
+        found = conn.execute(_INVENTORY_OF_NEW, {"ids": ids, "uuids": uuids}).all()
+        if not found or found[0].consumers_known:  # (none: the 409 may be the consumer's)
+            raise _Retry()
+    else:
+        found = conn.execute(_INVENTORY_OF, {"ids": ids}).all()
+    inventory = {(row.resource_provider_id, row.resource_class_id): row for row in found}
     released: collections.Counter = collections.Counter()
     for held in old:
         released[(held.rp_id, held.rc_id)] += held.used
@@ -460,6 +532,18 @@ def _check(
                         limit,
                         before,
                     )
+
+
+def _lock_and_bump(conn: sa.Connection, lock_ids: set[int], bump_ids: set[int]) -> dict[int, int]:
+    """Lock `lock_ids` (in id order) and bump `bump_ids`, a part of them; their new
+    generations. On PostgreSQL one statement when they are the same providers."""
+    if bump_ids and lock_ids == bump_ids and conn.dialect.name == "postgresql":
+        rows = conn.execute(_LOCK_AND_BUMP, {"ids": sorted(bump_ids), "now": utcnow()})
+        bumped = {row.id: row.generation for row in rows}
+        journal.touch(conn, bumped)
+        return bumped
+    lock_providers(conn, sorted(lock_ids))
+    return _bump_providers(conn, bump_ids)
 
 
 def _bump_providers(conn: sa.Connection, provider_ids: set[int]) -> dict[int, int]:

@@ -16,7 +16,7 @@ import dataclasses
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import is_sqlite
+from tally.db.engine import at_commit, insert_at_commit, is_sqlite
 from tally.placement.ledger.common import utcnow
 from tally.placement.ledger.errors import ConcurrentUpdate
 
@@ -29,7 +29,7 @@ UNKNOWN_TYPE = "unknown"
 
 @dataclasses.dataclass
 class Consumer:
-    id: int
+    id: int | None  # (None: inserted by this transaction, its id not read)
     uuid: str
     project_id: str
     user_id: str
@@ -49,7 +49,6 @@ _CONSUMERS = (
 )
 _CONSUMERS_LOCKED = _CONSUMERS.with_for_update()
 _INSERT_CONSUMER = _c.insert()
-_INSERT_CONSUMERS_RETURNING = _c.insert().returning(_c.c.uuid, _c.c.id)
 _SAVE_CONSUMER = (
     _c.update()
     .where(_c.c.id == sa.bindparam("consumer_id"))
@@ -63,9 +62,7 @@ _SAVE_CONSUMER = (
     )
 )
 _held = sa.select(t.allocations.c.consumer_id).where(t.allocations.c.consumer_id == _c.c.uuid)
-_DELETE_UNUSED = (
-    _c.delete().where(_c.c.uuid.in_(sa.bindparam("uuids", expanding=True))).where(~_held.exists())
-)
+_DELETE_UNUSED = _c.delete().where(_c.c.uuid == sa.bindparam("uuid")).where(~_held.exists())
 _TYPE_ID = sa.select(t.consumer_types.c.id).where(t.consumer_types.c.name == sa.bindparam("name"))
 _INSERT_TYPE = t.consumer_types.insert()
 _TYPE_NAMES = sa.select(t.consumer_types.c.id, t.consumer_types.c.name)
@@ -80,15 +77,14 @@ def lock_consumers(conn: sa.Connection, uuids: list[str]) -> dict[str, Consumer]
 
 
 def create_consumers(
-    conn: sa.Connection, new: list[tuple[str, str, str, int | None]]
+    conn: sa.Connection, new: list[tuple[str, str, str, int | None]], *, last: bool = False
 ) -> list[Consumer]:
     """Insert consumers `(uuid, project_id, user_id, consumer_type_id)`, in that
     order, as `save_consumer` would leave them (generation 1): each comes back at
-    generation 0, and its `save_consumer` then only counts. A concurrent creator
-    of the same uuid makes this raise IntegrityError (the caller retries the
-    whole write)."""
-    if not new:
-        return []
+    generation 0, and its `save_consumer` then only counts. With `last` (nothing
+    later in the transaction reads them) they are written as it commits
+    (`engine.insert_at_commit`). A concurrent creator of the same uuid makes the
+    insert, or the commit, raise IntegrityError (the caller retries the whole write)."""
     now = utcnow()
     rows = [
         {
@@ -102,19 +98,13 @@ def create_consumers(
         }
         for uuid, project_id, user_id, type_id in new
     ]
-    if len(rows) == 1:
-        ids = [conn.execute(_INSERT_CONSUMER, rows[0]).inserted_primary_key[0]]
-    else:  # one statement (or one batch) for all, then their ids by uuid
-        if conn.dialect.insert_executemany_returning:
-            found = dict(conn.execute(_INSERT_CONSUMERS_RETURNING, rows).all())
-        else:  # MySQL: no INSERT ... RETURNING
-            conn.execute(_INSERT_CONSUMER, rows)
-            uuids = [row["uuid"] for row in rows]
-            found = {row.uuid: row.id for row in conn.execute(_CONSUMERS, {"uuids": uuids})}
-        ids = [found[row["uuid"]] for row in rows]
+    if last:
+        insert_at_commit(conn, _c, rows)
+    elif rows:
+        conn.execute(_INSERT_CONSUMER, rows)
     return [
         Consumer(
-            id=consumer_id,
+            id=None,
             uuid=uuid,
             project_id=project_id,
             user_id=user_id,
@@ -123,29 +113,29 @@ def create_consumers(
             created=True,
             saved=True,
         )
-        for consumer_id, (uuid, project_id, user_id, type_id) in zip(ids, new, strict=True)
+        for uuid, project_id, user_id, type_id in new
     ]
 
 
-def save_consumer(conn: sa.Connection, consumer: Consumer) -> None:
-    """Write owner and type, and bump the generation (compare-and-swap)."""
+def save_consumer(conn: sa.Connection, consumer: Consumer, *, last: bool = False) -> None:
+    """Write owner and type, and bump the generation (compare-and-swap; with
+    `last`, as the transaction commits: the row is locked, so the swap holds)."""
     if consumer.saved:  # just inserted as this would leave it
         consumer.saved = False
         consumer.generation += 1
         return
-    result = conn.execute(
-        _SAVE_CONSUMER,
-        {
-            "consumer_id": consumer.id,
-            "seen": consumer.generation,
-            "project_id": consumer.project_id,
-            "user_id": consumer.user_id,
-            "consumer_type_id": consumer.consumer_type_id,
-            "new_generation": consumer.generation + 1,
-            "now": utcnow(),
-        },
-    )
-    if result.rowcount != 1:
+    params = {
+        "consumer_id": consumer.id,
+        "seen": consumer.generation,
+        "project_id": consumer.project_id,
+        "user_id": consumer.user_id,
+        "consumer_type_id": consumer.consumer_type_id,
+        "new_generation": consumer.generation + 1,
+        "now": utcnow(),
+    }
+    if last:
+        at_commit(conn, _SAVE_CONSUMER, params)
+    elif conn.execute(_SAVE_CONSUMER, params).rowcount != 1:
         raise ConcurrentUpdate(
             f"consumer generation conflict for {consumer.uuid}: "
             "another request changed it, please retry"
@@ -153,11 +143,16 @@ def save_consumer(conn: sa.Connection, consumer: Consumer) -> None:
     consumer.generation += 1
 
 
-def delete_if_unused(conn: sa.Connection, uuids: list[str] | set[str]) -> None:
-    """Delete those of `uuids` that hold no allocations."""
-    if not uuids:
-        return
-    conn.execute(_DELETE_UNUSED, {"uuids": sorted(set(uuids))})
+def delete_if_unused(
+    conn: sa.Connection, uuids: list[str] | set[str], *, last: bool = False
+) -> None:
+    """Delete those of `uuids` that hold no allocations (with `last`, as the
+    transaction commits)."""
+    for uuid in sorted(set(uuids)):
+        if last:
+            at_commit(conn, _DELETE_UNUSED, {"uuid": uuid})
+        else:
+            conn.execute(_DELETE_UNUSED, {"uuid": uuid})
 
 
 def consumer_type_id(conn: sa.Connection, name: str) -> int:
