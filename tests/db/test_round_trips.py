@@ -177,3 +177,28 @@ def test_a_claim_for_a_new_consumer_takes_five_round_trips(api, engine, monkeypa
     assert held["consumer_generation"] == 1
     usages = client.simulate_get(f"/resource_providers/{rp}/usages").json["usages"]
     assert usages == {"VCPU": 2, "MEMORY_MB": 1024}
+
+
+@POSTGRESQL_ONLY
+def test_an_inventory_write_takes_four_round_trips(api, engine, monkeypatch):
+    client = api("1.39")
+    rp = str(uuidlib.uuid4())
+    assert (
+        client.simulate_post("/resource_providers", json={"name": rp, "uuid": rp}).status
+        == "200 OK"
+    )
+    inventories = {"VCPU": {"total": 8, "allocation_ratio": 2.5}, "DISK_GB": {"total": 100}}
+    monkeypatch.setattr(engine_module, "IDLE_PING_SECONDS", 3600.0)
+    with _sent(engine) as sent:
+        put = client.simulate_put(
+            f"/resource_providers/{rp}/inventories",
+            json={"resource_provider_generation": 0, "inventories": inventories},
+        )
+    assert put.status_code == 200, put.text
+    # BEGIN; the provider locked; classes, inventory and usage read; the records,
+    # the generation, history, journal and COMMIT
+    assert len(sent) == 4, sent
+    listed = client.simulate_get(f"/resource_providers/{rp}/inventories").json
+    assert listed["resource_provider_generation"] == 1
+    assert listed["inventories"]["VCPU"]["allocation_ratio"] == 2.5
+    assert listed == put.json

@@ -86,12 +86,14 @@ def guard(
     provider: sa.Row,
     before: dict[str, Record],
     after: dict[str, Record],
+    usage: dict[str, tuple[int, int, int]],
     refuse_lowering: bool,
     opening: str,
 ) -> list[str]:
     """Refuse the write if it takes away what allocations hold; else the
-    classes it leaves over capacity (to warn about once written)."""
-    usage = _usage(conn, provider.id)  # name -> (class id, used, allocation rows)
+    classes it leaves over capacity (to warn about once written). `usage`: class
+    name -> (class id, used, allocation rows) on the provider, read after it was
+    locked."""
     removed = [rc for rc in before if rc not in after and usage.get(rc, (0, 0, 0))[2] > 0]
     over = [
         rc
@@ -113,17 +115,6 @@ def guard(
         "; ".join(f"{s.resource_class} {s.summary()}" for s in shortfalls),
     )
     raise error
-
-
-def _usage(conn: sa.Connection, provider_id: int) -> dict[str, tuple[int, int, int]]:
-    a, rc = t.allocations, t.resource_classes
-    rows = conn.execute(
-        sa.select(rc.c.name, rc.c.id, sa.func.sum(a.c.used), sa.func.count())
-        .join(rc, rc.c.id == a.c.resource_class_id)
-        .where(a.c.resource_provider_id == provider_id)
-        .group_by(rc.c.name, rc.c.id)
-    ).all()
-    return {name: (rc_id, int(used or 0), int(n)) for name, rc_id, used, n in rows}
 
 
 def _shortfall(

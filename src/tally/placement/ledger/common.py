@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import is_sqlite
+from tally.db.engine import at_commit, is_sqlite
 from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, NotFound
 
 
@@ -158,13 +158,19 @@ def lock_providers(conn: sa.Connection, provider_ids: list[int]) -> None:
     conn.execute(_LOCK_PROVIDERS, {"ids": sorted(set(provider_ids))}).all()
 
 
-def bump_generation(conn: sa.Connection, provider_id: int, seen: int, uuid: str) -> int:
+def bump_generation(
+    conn: sa.Connection, provider_id: int, seen: int, uuid: str, *, last: bool = False
+) -> int:
     """Compare-and-swap the provider generation; the new generation, or 409
-    `placement.concurrent_update` when someone else changed it since `seen`."""
-    result = conn.execute(
-        _BUMP_GENERATION,
-        {"provider_id": provider_id, "seen": seen, "new_generation": seen + 1, "now": utcnow()},
-    )
+    `placement.concurrent_update` when someone else changed it since `seen`.
+    `last`: the caller locked the provider row (so the swap holds) and nothing
+    later in the transaction reads it: the bump goes with the COMMIT."""
+    params = {"provider_id": provider_id, "seen": seen, "new_generation": seen + 1, "now": utcnow()}
+    if last:
+        at_commit(conn, _BUMP_GENERATION, params)
+        journal.touch(conn, (provider_id,))
+        return seen + 1
+    result = conn.execute(_BUMP_GENERATION, params)
     if result.rowcount != 1:
         raise ConcurrentUpdate(
             f"resource provider generation conflict for {uuid}: "

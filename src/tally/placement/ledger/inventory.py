@@ -24,10 +24,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.engine import at_commit, insert_at_commit, transaction
 from tally.placement.ledger import history
 from tally.placement.ledger.capacity_guard import UPDATE_CONFLICT, guard
-from tally.placement.ledger.common import bump_generation, ids_by_name, provider_row, utcnow
+from tally.placement.ledger.common import bump_generation, provider_row, utcnow
 from tally.placement.ledger.errors import (
     BadRequest,
     ConcurrentUpdate,
@@ -129,16 +129,15 @@ def replace_inventories(
         provider = _locked(conn, uuid, generation)
         for record in records:
             _check_record(uuid, record, rules, "update")
-        # share-locked now (as `_write` would lock the classes it adds): one lookup
-        ids = lock_for_inventory(conn, [r.resource_class for r in records])
-        unknown = sorted(r.resource_class for r in records if r.resource_class not in ids)
+        state = _state(conn, provider.id, [r.resource_class for r in records])
+        unknown = sorted(r.resource_class for r in records if r.resource_class not in state.ids)
         if unknown:
             raise BadRequest(
                 f"Unknown resource class in inventory for resource provider {uuid}: "
                 + ", ".join(unknown)
             )
         after = {r.resource_class: r for r in records}
-        return _write(conn, provider, after, rules, opening=UPDATE_CONFLICT, locked_ids=ids)
+        return _write(conn, provider, state, after, rules, opening=UPDATE_CONFLICT, last=True)
 
 
 def add_inventory(engine: sa.Engine, uuid: str, record: Record, rules: Rules) -> tuple[int, Record]:
@@ -146,20 +145,19 @@ def add_inventory(engine: sa.Engine, uuid: str, record: Record, rules: Rules) ->
     with transaction(engine, write=True) as conn:
         provider = _locked(conn, uuid)
         _check_record(uuid, record, rules, "create")
-        ids = _class_ids(conn, [record.resource_class])
-        if record.resource_class not in ids:
+        state = _state(conn, provider.id, [record.resource_class])
+        if record.resource_class not in state.ids:
             raise BadRequest(
                 f"Unable to create inventory for resource provider {uuid}: "
                 f"No such resource class {record.resource_class}"
             )
-        before = _records(conn, provider.id)
-        if record.resource_class in before:
+        if record.resource_class in state.before:
             raise ConcurrentUpdate(
                 f"Update conflict: resource provider {uuid} already has an inventory "
                 f"of {record.resource_class}; change it with PUT"
             )
-        after = {**before, record.resource_class: record}
-        found = _write(conn, provider, after, rules, before)
+        after = {**state.before, record.resource_class: record}
+        found = _write(conn, provider, state, after, rules, last=True)
         return found.generation, found.records[record.resource_class]
 
 
@@ -170,16 +168,16 @@ def update_inventory(
     with transaction(engine, write=True) as conn:
         provider = _locked(conn, uuid, generation)
         _check_record(uuid, record, rules, "update")
-        before = _records(conn, provider.id)
-        if record.resource_class not in before:
-            if not _class_ids(conn, [record.resource_class]):
+        state = _state(conn, provider.id, [record.resource_class])
+        if record.resource_class not in state.before:
+            if record.resource_class not in state.ids:
                 raise NotFound(f"No such resource class {record.resource_class}")
             raise BadRequest(
                 f"No inventory record with resource class {record.resource_class} "
                 f"for resource provider {uuid}: add it with POST first"
             )
-        after = {**before, record.resource_class: record}
-        found = _write(conn, provider, after, rules, before, opening=UPDATE_CONFLICT)
+        after = {**state.before, record.resource_class: record}
+        found = _write(conn, provider, state, after, rules, opening=UPDATE_CONFLICT, last=True)
         return found.generation, found.records[record.resource_class]
 
 
@@ -187,23 +185,23 @@ def delete_inventory(engine: sa.Engine, uuid: str, resource_class: str, rules: R
     """Remove the inventory of one class; the new provider generation."""
     with transaction(engine, write=True) as conn:
         provider = _locked(conn, uuid)
-        before = _records(conn, provider.id)
-        if resource_class not in before:
+        state = _state(conn, provider.id, [])
+        if resource_class not in state.before:
             raise NotFound(
                 f"No inventory of class {resource_class} found for delete "
                 f"on resource provider {uuid}"
             )
-        after = {rc: r for rc, r in before.items() if rc != resource_class}
+        after = {rc: r for rc, r in state.before.items() if rc != resource_class}
         opening = f"Unable to delete inventory of class {resource_class}: "
-        return _write(conn, provider, after, rules, before, opening=opening).generation
+        return _write(conn, provider, state, after, rules, opening=opening, last=True).generation
 
 
 def delete_inventories(engine: sa.Engine, uuid: str, rules: Rules) -> int:
     """Remove every inventory of the provider; the new provider generation."""
     with transaction(engine, write=True) as conn:
         provider = _locked(conn, uuid)
-        before = _records(conn, provider.id)
-        return _write(conn, provider, {}, rules, before).generation
+        state = _state(conn, provider.id, [])
+        return _write(conn, provider, state, {}, rules, last=True).generation
 
 
 # ---------------------------------------------------------------- inside a caller's transaction
@@ -232,7 +230,8 @@ def write_in(
     `baseline` (default: the inventory now) to `records` against the allocations
     as they are at this point of the transaction; `rules=None` writes unguarded
     (an interim state the caller guards later)."""
-    return _write(conn, provider, records, rules, baseline=baseline, opening=UPDATE_CONFLICT)
+    state = _state(conn, provider.id, list(records))
+    return _write(conn, provider, state, records, rules, baseline=baseline, opening=UPDATE_CONFLICT)
 
 
 # ---------------------------------------------------------------- internals
@@ -277,16 +276,16 @@ def _check_record(uuid: str, record: Record, rules: Rules, action: str) -> None:
         )
 
 
-_inv, _rc = t.inventories, t.resource_classes
+_inv, _rc, _a = t.inventories, t.resource_classes, t.allocations
 _RECORDS = (
     sa.select(_rc.c.name, *(_inv.c[name] for name in FIELDS), _inv.c.created_at, _inv.c.updated_at)
     .join(_rc, _rc.c.id == _inv.c.resource_class_id)
     .where(_inv.c.resource_provider_id == sa.bindparam("provider_id"))
     .order_by(_inv.c.resource_class_id)
 )
-_DELETE_CLASSES = _inv.delete().where(
+_DELETE_CLASS = _inv.delete().where(
     _inv.c.resource_provider_id == sa.bindparam("provider_id"),
-    _inv.c.resource_class_id.in_(sa.bindparam("class_ids", expanding=True)),
+    _inv.c.resource_class_id == sa.bindparam("class_id"),
 )
 _UPDATE_RECORD = (
     _inv.update()
@@ -296,12 +295,80 @@ _UPDATE_RECORD = (
     )
     .values(**{name: sa.bindparam(name) for name in FIELDS}, updated_at=sa.bindparam("now"))
 )
-_INSERT_RECORD = _inv.insert().values(
-    resource_provider_id=sa.bindparam("provider_id"),
-    resource_class_id=sa.bindparam("class_id"),
-    **{name: sa.bindparam(name) for name in FIELDS},
-    created_at=sa.bindparam("now"),
+# What a write reads once the provider is locked, in one statement: each class the
+# provider has inventory of, holds allocations of, or the write names, with its
+# inventory record and usage here (on PostgreSQL the class rows share-locked, so
+# `delete_class` cannot remove them before this commits).
+_used_here = (
+    sa.select(
+        _a.c.resource_class_id,
+        sa.func.sum(_a.c.used).label("used"),
+        sa.func.count().label("allocation_rows"),
+    )
+    .where(_a.c.resource_provider_id == sa.bindparam("provider_id"))
+    .group_by(_a.c.resource_class_id)
+    .subquery("used_here")
 )
+_STATE = (
+    sa.select(
+        _rc.c.name,
+        _rc.c.id,
+        _inv.c.id.label("inventory_id"),
+        *(_inv.c[name] for name in FIELDS),
+        _inv.c.created_at,
+        _inv.c.updated_at,
+        _used_here.c.used,
+        _used_here.c.allocation_rows,
+    )
+    .select_from(
+        _rc.outerjoin(
+            _inv,
+            sa.and_(
+                _inv.c.resource_class_id == _rc.c.id,
+                _inv.c.resource_provider_id == sa.bindparam("provider_id"),
+            ),
+        ).outerjoin(_used_here, _used_here.c.resource_class_id == _rc.c.id)
+    )
+    .where(
+        sa.or_(
+            _rc.c.name.in_(sa.bindparam("names", expanding=True)),
+            _inv.c.id.is_not(None),
+            _used_here.c.resource_class_id.is_not(None),
+        )
+    )
+    .order_by(_rc.c.id)
+)
+_STATE_LOCKED = _STATE.with_for_update(read=True, key_share=True, of=_rc)
+
+
+@dataclasses.dataclass(frozen=True)
+class _State:
+    """What a write reads once the provider is locked (`_state`)."""
+
+    before: dict[str, Record]  # the inventory now, by class name
+    usage: dict[str, tuple[int, int, int]]  # class name -> (class id, used, allocation rows)
+    ids: dict[str, int]  # class ids: of those above, and of the names asked that exist
+
+
+def _state(conn: sa.Connection, provider_id: int, names: list[str]) -> _State:
+    """The provider's inventory and usage, and the ids of `names` (share-locked:
+    in the same statement on PostgreSQL, before it on MySQL, whose MariaDB cannot
+    lock one table of a join; SQLite has one writer anyway)."""
+    dialect = conn.dialect.name
+    if dialect == "mysql":
+        lock_for_inventory(conn, names)
+    query = _STATE_LOCKED if dialect == "postgresql" else _STATE
+    rows = conn.execute(query, {"provider_id": provider_id, "names": sorted(set(names))}).all()
+    before, usage = {}, {}
+    for row in rows:
+        if row.inventory_id is not None:
+            amounts = {name: row._mapping[name] for name in FIELDS}
+            before[row.name] = Record(
+                row.name, **amounts, created_at=row.created_at, updated_at=row.updated_at
+            )
+        if row.used is not None:
+            usage[row.name] = (row.id, int(row.used), int(row.allocation_rows))
+    return _State(before, usage, {row.name: row.id for row in rows})
 
 
 def _records(conn: sa.Connection, provider_id: int) -> dict[str, Record]:
@@ -312,28 +379,23 @@ def _records(conn: sa.Connection, provider_id: int) -> dict[str, Record]:
     }
 
 
-def _class_ids(conn: sa.Connection, names: list[str]) -> dict[str, int]:
-    return ids_by_name(conn, t.resource_classes, names)
-
-
 def _write(
     conn: sa.Connection,
     provider: sa.Row,
+    state: _State,
     after: dict[str, Record],
     rules: Rules | None,
-    before: dict[str, Record] | None = None,
     baseline: dict[str, Record] | None = None,
     opening: str = "",
-    locked_ids: dict[str, int] | None = None,
+    last: bool = False,
 ) -> ProviderInventory:
-    """Guard, then turn the provider's inventory from `before` into `after`
-    (records of `before` found in `after` are left alone), bump the
-    generation and read the result back. The guard compares `after` with
-    `baseline` (default: `before`); `rules=None` skips it. `opening` starts the
-    last line of a refusal (upstream's sentence for the path). `locked_ids`:
-    classes the caller already looked up with `lock_for_inventory`."""
-    if before is None:
-        before = _records(conn, provider.id)
+    """Guard, then turn the provider's inventory from `state.before` into `after`
+    (records of `before` found in `after` are left alone) and bump the generation.
+    The guard compares `after` with `baseline` (default: `before`); `rules=None`
+    skips it. `opening` starts the last line of a refusal (upstream's sentence for
+    the path). `last`: nothing later in the transaction reads the inventory, so
+    the writes go with the COMMIT (`engine.at_commit`)."""
+    before, ids = state.before, state.ids
     over = (
         []
         if rules is None
@@ -342,45 +404,51 @@ def _write(
             provider,
             before if baseline is None else baseline,
             after,
+            state.usage,
             rules.over_capacity == "refuse",
             opening,
         )
     )
-    adding = [rc for rc in after if rc not in before]
-    known = locked_ids or {}
-    ids = {
-        **_class_ids(conn, [rc for rc in before if rc not in known]),
-        **lock_for_inventory(conn, [rc for rc in adding if rc not in known]),
-        **known,
-    }
-    missing = sorted(rc for rc in adding if rc not in ids)
+    missing = sorted(rc for rc in after if rc not in ids)
     if missing:  # deleted by a request that committed while we were checking
         raise BadRequest(
             f"Unknown resource class in inventory for resource provider {provider.uuid}: "
             + ", ".join(missing)
         )
+    run = at_commit if last else _now
     now = utcnow()
-    gone = [ids[rc] for rc in before if rc not in after]
-    if gone:
-        conn.execute(_DELETE_CLASSES, {"provider_id": provider.id, "class_ids": gone})
-    changed, added = [], []
+    for rc in before:
+        if rc not in after:
+            run(conn, _DELETE_CLASS, {"provider_id": provider.id, "class_id": ids[rc]})
+    added = []
     for rc, record in after.items():
         if record is before.get(rc):
             continue
-        values = {"provider_id": provider.id, "class_id": ids[rc], **_amounts(record)}
         if rc in before:
-            changed.append({**values, "now": now})
+            values = {"provider_id": provider.id, "class_id": ids[rc], "now": now}
+            run(conn, _UPDATE_RECORD, {**values, **_amounts(record)})
         else:
-            added.append({**values, "now": now})
-    if changed:
-        conn.execute(_UPDATE_RECORD, changed)
-    if added:
-        conn.execute(_INSERT_RECORD, added)
-    generation = bump_generation(conn, provider.id, provider.generation, provider.uuid)
+            added.append(
+                {
+                    "resource_provider_id": provider.id,
+                    "resource_class_id": ids[rc],
+                    **_amounts(record),
+                    "created_at": now,
+                }
+            )
+    if last:
+        insert_at_commit(conn, _inv, added)
+    elif added:
+        conn.execute(_inv.insert(), added)
+    generation = bump_generation(conn, provider.id, provider.generation, provider.uuid, last=last)
     history.inventory_written(conn, provider, generation, before, after)
     for rc in over:
         log.warning("Resource provider %s is now over-capacity for %s", provider.uuid, rc)
     return ProviderInventory(generation, _as_written(conn, provider.id, before, after, ids, now))
+
+
+def _now(conn: sa.Connection, statement: sa.Executable, params: dict) -> None:
+    conn.execute(statement, params)
 
 
 def _as_written(
