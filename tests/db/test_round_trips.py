@@ -202,3 +202,38 @@ def test_an_inventory_write_takes_four_round_trips(api, engine, monkeypatch):
     assert listed["resource_provider_generation"] == 1
     assert listed["inventories"]["VCPU"]["allocation_ratio"] == 2.5
     assert listed == put.json
+
+
+@POSTGRESQL_ONLY
+def test_trait_and_aggregate_writes_take_four_round_trips(api, engine, monkeypatch):
+    client = api("1.39")
+    rp = str(uuidlib.uuid4())
+    assert (
+        client.simulate_post("/resource_providers", json={"name": rp, "uuid": rp}).status
+        == "200 OK"
+    )
+    aggregate = str(uuidlib.uuid4())
+    monkeypatch.setattr(engine_module, "IDLE_PING_SECONDS", 3600.0)
+    with _sent(engine) as sent:
+        traits = client.simulate_put(
+            f"/resource_providers/{rp}/traits",
+            json={
+                "resource_provider_generation": 0,
+                "traits": ["HW_CPU_X86_AVX2", "STORAGE_DISK_SSD"],
+            },
+        )
+    assert traits.status_code == 200, traits.text
+    # BEGIN; the provider locked; the traits named and held read; the links, the
+    # generation, history, journal and COMMIT
+    assert len(sent) == 4, sent
+    with _sent(engine) as sent:  # a new aggregate's row too, in the same script
+        aggregates = client.simulate_put(
+            f"/resource_providers/{rp}/aggregates",
+            json={"resource_provider_generation": 1, "aggregates": [aggregate]},
+        )
+    assert aggregates.status_code == 200, aggregates.text
+    assert len(sent) == 4, sent
+    shown = client.simulate_get(f"/resource_providers/{rp}/traits").json
+    assert sorted(shown["traits"]) == ["HW_CPU_X86_AVX2", "STORAGE_DISK_SSD"]
+    shown = client.simulate_get(f"/resource_providers/{rp}/aggregates").json
+    assert (shown["aggregates"], shown["resource_provider_generation"]) == ([aggregate], 2)

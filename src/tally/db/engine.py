@@ -258,6 +258,8 @@ def at_commit(conn: sa.Connection, statement: sa.Executable, params: dict | None
     """Run `statement`, a write whose result nobody reads, as the transaction
     commits: on PostgreSQL sent in one message with the others and the COMMIT
     (one round trip), elsewhere now. They run after every statement run directly.
+    A Core statement names each of its parameters (an `insert()` without
+    `.values()` would expect every column).
     (A write transaction's history rows and journal version go this way.)"""
     waiting = conn.info.get(_LAST)
     if waiting is not None:

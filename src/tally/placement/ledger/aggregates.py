@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.engine import at_commit, run_retrying, transaction
 from tally.placement.ledger import history
 from tally.placement.ledger.common import bump_generation, provider_row, utcnow
 from tally.placement.ledger.errors import ConcurrentUpdate, Conflict
@@ -42,16 +42,46 @@ _AGGREGATES_OF = (
     .where(rpa.c.resource_provider_id == sa.bindparam("provider_id"))
     .order_by(agg.c.id)
 )
-_DELETE_LINKS = (
+# The aggregates a write names that exist, and those the provider is in (`linked`).
+_NAMED_OR_LINKED = (
+    sa.select(agg.c.uuid, agg.c.id, rpa.c.aggregate_id.is_not(None).label("linked"))
+    .select_from(
+        agg.outerjoin(
+            rpa,
+            sa.and_(
+                rpa.c.aggregate_id == agg.c.id,
+                rpa.c.resource_provider_id == sa.bindparam("provider_id"),
+            ),
+        )
+    )
+    .where(
+        sa.or_(
+            agg.c.uuid.in_(sa.bindparam("uuids", expanding=True)),
+            agg.c.id.in_(
+                sa.select(rpa.c.aggregate_id).where(
+                    rpa.c.resource_provider_id == sa.bindparam("provider_id")
+                )
+            ),
+        )
+    )
+    .order_by(agg.c.id)
+)
+_DELETE_LINK = (
     rpa.delete()
     .where(rpa.c.resource_provider_id == sa.bindparam("provider_id"))
-    .where(rpa.c.aggregate_id.in_(sa.bindparam("aggregate_ids", expanding=True)))
+    .where(rpa.c.aggregate_id == sa.bindparam("aggregate_id"))
 )
-_KNOWN = sa.select(agg.c.uuid, agg.c.id).where(
-    agg.c.uuid.in_(sa.bindparam("uuids", expanding=True))
+_INSERT_AGGREGATE = (  # (inline: its id is not fetched back)
+    agg.insert().inline().values(uuid=sa.bindparam("uuid"), created_at=sa.bindparam("created_at"))
 )
-_INSERT_AGGREGATE = agg.insert()
-_INSERT_LINKS = rpa.insert()
+_LINK_BY_UUID = rpa.insert().from_select(
+    ["resource_provider_id", "aggregate_id", "created_at"],
+    sa.select(
+        sa.bindparam("provider_id", type_=sa.Integer),
+        agg.c.id,
+        sa.bindparam("now", type_=sa.DateTime),
+    ).where(agg.c.uuid == sa.bindparam("uuid")),
+)
 
 
 def _aggregates_of(conn: sa.Connection, provider_id: int) -> dict[str, int]:
@@ -76,48 +106,51 @@ def set_provider_aggregates(
     body. A seen generation is compared with the provider's (409 when stale);
     `bump` (from 1.19) moves the generation even when nothing changed.
     """
-    for _ in range(RETRIES):
-        try:
-            with transaction(engine, write=True) as conn:
-                provider = provider_row(conn, uuid, for_update=True)
-                uuids, seen = wanted()
-                if seen is not None and seen != provider.generation:
-                    raise ConcurrentUpdate(
-                        "Resource provider's generation already changed. "
-                        "Please update the generation and try again."
-                    )
-                before = _replace(conn, provider.id, uuids)
-                journal.touch(conn, (provider.id,))
-                generation = provider.generation
-                if bump:
-                    generation = bump_generation(conn, provider.id, generation, uuid)
-                history.aggregates_set(conn, provider, generation, set(before), set(uuids))
-                return ProviderAggregates(generation, list(uuids))
-        except sa.exc.IntegrityError:
-            continue  # a concurrent writer created one of our aggregates first
-    raise Conflict(f"Update conflict: could not set the aggregates of provider {uuid}")
+
+    def body(conn: sa.Connection) -> ProviderAggregates:
+        provider = provider_row(conn, uuid, for_update=True)
+        uuids, seen = wanted()
+        if seen is not None and seen != provider.generation:
+            raise ConcurrentUpdate(
+                "Resource provider's generation already changed. "
+                "Please update the generation and try again."
+            )
+        before = _replace(conn, provider.id, uuids)
+        journal.touch(conn, (provider.id,))
+        generation = provider.generation
+        if bump:
+            generation = bump_generation(conn, provider.id, generation, uuid, last=True)
+        history.aggregates_set(conn, provider, generation, set(before), set(uuids))
+        return ProviderAggregates(generation, list(uuids))
+
+    # a concurrent writer created one of our aggregates first, or (MySQL) the two
+    # deadlocked doing so: run it again
+    return run_retrying(
+        engine,
+        body,
+        retries=RETRIES,
+        also=(sa.exc.IntegrityError,),
+        gave_up=lambda: Conflict(
+            f"Update conflict: could not set the aggregates of provider {uuid}"
+        ),
+    )
 
 
 def _replace(conn: sa.Connection, provider_id: int, uuids: list[str]) -> dict[str, int]:
-    """Link the provider to exactly the aggregates `uuids`; those it had before."""
-    existing = _aggregates_of(conn, provider_id)
-    gone = [agg_id for agg_uuid, agg_id in existing.items() if agg_uuid not in set(uuids)]
-    if gone:
-        conn.execute(_DELETE_LINKS, {"provider_id": provider_id, "aggregate_ids": gone})
-    new = [u for u in dict.fromkeys(uuids) if u not in existing]
-    if not new:
-        return existing
-    known = {row.uuid: row.id for row in conn.execute(_KNOWN, {"uuids": new})}
+    """Link the provider to exactly the aggregates `uuids`; those it had before.
+    The provider is locked and nothing reads on: the changes go with the COMMIT
+    (`engine.at_commit`), a new aggregate's row first, the links by uuid."""
+    rows = conn.execute(_NAMED_OR_LINKED, {"provider_id": provider_id, "uuids": uuids}).all()
+    existing = {row.uuid: row.id for row in rows if row.linked}
+    known = {row.uuid for row in rows}
+    for agg_uuid, agg_id in existing.items():
+        if agg_uuid not in set(uuids):
+            at_commit(conn, _DELETE_LINK, {"provider_id": provider_id, "aggregate_id": agg_id})
     now = utcnow()
-    for agg_uuid in new:
+    for agg_uuid in dict.fromkeys(uuids):
+        if agg_uuid in existing:
+            continue
         if agg_uuid not in known:
-            result = conn.execute(_INSERT_AGGREGATE, {"uuid": agg_uuid, "created_at": now})
-            known[agg_uuid] = result.inserted_primary_key[0]
-    conn.execute(
-        _INSERT_LINKS,
-        [
-            {"resource_provider_id": provider_id, "aggregate_id": known[u], "created_at": now}
-            for u in new
-        ],
-    )
+            at_commit(conn, _INSERT_AGGREGATE, {"uuid": agg_uuid, "created_at": now})
+        at_commit(conn, _LINK_BY_UUID, {"provider_id": provider_id, "uuid": agg_uuid, "now": now})
     return existing

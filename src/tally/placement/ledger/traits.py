@@ -15,7 +15,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import is_sqlite, transaction
+from tally.db.engine import at_commit, insert_at_commit, transaction
 from tally.placement.ledger import history
 from tally.placement.ledger.common import bump_generation, provider_row, row_by_name, utcnow
 from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict, NotFound
@@ -126,16 +126,57 @@ _WANTED = (
     sa.select(tr).where(tr.c.name.in_(sa.bindparam("names", expanding=True))).order_by(tr.c.name)
 )
 _WANTED_LOCKED = _WANTED.with_for_update(read=True)
-_DELETE_TRAITS = (
+# A write reads, in one statement, the traits it names and those the provider has
+# (`held`); on PostgreSQL their rows share-locked (see the module docstring).
+_NAMED_OR_HELD = (
+    sa.select(tr, rpt.c.trait_id.is_not(None).label("held"))
+    .select_from(
+        tr.outerjoin(
+            rpt,
+            sa.and_(
+                rpt.c.trait_id == tr.c.id,
+                rpt.c.resource_provider_id == sa.bindparam("provider_id"),
+            ),
+        )
+    )
+    .where(
+        sa.or_(
+            tr.c.name.in_(sa.bindparam("names", expanding=True)),
+            tr.c.id.in_(
+                sa.select(rpt.c.trait_id).where(
+                    rpt.c.resource_provider_id == sa.bindparam("provider_id")
+                )
+            ),
+        )
+    )
+    .order_by(tr.c.name)
+)
+_NAMED_OR_HELD_LOCKED = _NAMED_OR_HELD.with_for_update(read=True, of=tr)
+_DELETE_TRAIT = (
     rpt.delete()
     .where(rpt.c.resource_provider_id == sa.bindparam("provider_id"))
-    .where(rpt.c.trait_id.in_(sa.bindparam("trait_ids", expanding=True)))
+    .where(rpt.c.trait_id == sa.bindparam("trait_id"))
 )
-_INSERT_TRAITS = rpt.insert()
 
 
 def _traits_of(conn: sa.Connection, provider_id: int) -> list[Trait]:
     return [_from_row(row) for row in conn.execute(_TRAITS_OF, {"provider_id": provider_id})]
+
+
+def _named_and_held(
+    conn: sa.Connection, provider_id: int, names: set[str]
+) -> tuple[list[Trait], list[Trait]]:
+    """The traits of `names` that exist, and those the provider has (by name),
+    read in one statement; the first share-locked (in it on PostgreSQL, just
+    before on MySQL, whose MariaDB cannot lock one table of a join)."""
+    dialect = conn.dialect.name
+    if dialect == "mysql":
+        conn.execute(_WANTED_LOCKED, {"names": sorted(names)}).all()
+    query = _NAMED_OR_HELD_LOCKED if dialect == "postgresql" else _NAMED_OR_HELD
+    rows = conn.execute(query, {"provider_id": provider_id, "names": sorted(names)}).all()
+    named = [_from_row(row) for row in rows if row.name in names]
+    held = [_from_row(row) for row in rows if row.held]
+    return named, held
 
 
 def provider_traits(engine: sa.Engine, uuid: str) -> ProviderTraits:
@@ -157,30 +198,27 @@ def set_provider_traits(
                 "Resource provider's generation already changed. "
                 "Please update the generation and try again."
             )
-        query = _WANTED if is_sqlite(conn) else _WANTED_LOCKED
-        wanted = [_from_row(row) for row in conn.execute(query, {"names": list(set(names))})]
+        wanted, current = _named_and_held(conn, provider.id, set(names))
         missing = set(names) - {trait.name for trait in wanted}
         if missing:
             raise BadRequest(f"No such trait {', '.join(sorted(missing))}")
-        current = _traits_of(conn, provider.id)
         have = {trait.id for trait in current}
         want = {trait.id for trait in wanted}
         if have == want:
             return ProviderTraits(provider.generation, wanted)
-        if have - want:
-            conn.execute(
-                _DELETE_TRAITS, {"provider_id": provider.id, "trait_ids": list(have - want)}
-            )
-        if want - have:
-            now = utcnow()
-            conn.execute(
-                _INSERT_TRAITS,
-                [
-                    {"resource_provider_id": provider.id, "trait_id": trait_id, "created_at": now}
-                    for trait_id in sorted(want - have)
-                ],
-            )
-        new_generation = bump_generation(conn, provider.id, provider.generation, uuid)
+        # the provider is locked and nothing reads on: the changes go with the COMMIT
+        for trait_id in sorted(have - want):
+            at_commit(conn, _DELETE_TRAIT, {"provider_id": provider.id, "trait_id": trait_id})
+        now = utcnow()
+        insert_at_commit(
+            conn,
+            rpt,
+            [
+                {"resource_provider_id": provider.id, "trait_id": trait_id, "created_at": now}
+                for trait_id in sorted(want - have)
+            ],
+        )
+        new_generation = bump_generation(conn, provider.id, provider.generation, uuid, last=True)
         history.traits_set(
             conn,
             provider,
