@@ -378,15 +378,15 @@ def test_a_rolled_back_transaction_leaves_no_row(book, world, engine):
 
 def test_a_write_run_again_after_a_race_records_its_last_run_only(book, world, monkeypatch):
     lost = []
-    real = ledger_allocations._lock_and_bump
+    real = ledger_allocations._check
 
-    def loses_once(conn, lock_ids, bump_ids):
+    def loses_once(conn, writes, *args):
         if not lost:
-            lost.append(sorted(bump_ids))
+            lost.append([w.uuid for w in writes])
             raise ledger_allocations._Retry()  # as a generation moved under us
-        return real(conn, lock_ids, bump_ids)
+        return real(conn, writes, *args)
 
-    monkeypatch.setattr(ledger_allocations, "_lock_and_bump", loses_once)
+    monkeypatch.setattr(ledger_allocations, "_check", loses_once)
     consumer = new_uuid()
     book.claim(consumer, {world["rp"]: {"VCPU": 1}})
     assert len(lost) == 1  # the first run lost, the server ran it again

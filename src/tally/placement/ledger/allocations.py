@@ -116,6 +116,38 @@ _LOCK_AND_BUMP = (
     .values(generation=t.resource_providers.c.generation + 1, updated_at=sa.bindparam("now"))
     .returning(t.resource_providers.c.id, t.resource_providers.c.generation)
 )
+# PostgreSQL, consumers assumed new (no consumer lock comes first): the providers
+# named locked and bumped, with the classes and consumer types looked up, in one
+# statement.
+_rp = t.resource_providers
+_named_locked = (
+    sa.select(_rp.c.id)
+    .where(_rp.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+    .order_by(_rp.c.id)
+    .with_for_update()
+    .subquery("named_locked")
+)
+_bumped = (
+    _rp.update()
+    .where(_rp.c.id == _named_locked.c.id)
+    .values(generation=_rp.c.generation + 1, updated_at=sa.bindparam("now"))
+    .returning(_rp.c.id, _rp.c.uuid, _rp.c.generation)
+    .cte("bumped")
+)
+_NAMED_AND_BUMPED = sa.union_all(
+    sa.select(
+        sa.literal_column("0").label("part"),
+        _bumped.c.uuid.label("key"),
+        _bumped.c.id,
+        _bumped.c.generation,
+    ),
+    sa.select(
+        sa.literal_column("1"), t.resource_classes.c.name, t.resource_classes.c.id, sa.null()
+    ).where(t.resource_classes.c.name.in_(sa.bindparam("classes", expanding=True))),
+    sa.select(
+        sa.literal_column("2"), t.consumer_types.c.name, t.consumer_types.c.id, sa.null()
+    ).where(t.consumer_types.c.name.in_(sa.bindparam("types", expanding=True))),
+)
 _GENERATIONS = (
     sa.select(
         t.resource_providers.c.id, t.resource_providers.c.generation, t.resource_providers.c.uuid
@@ -294,16 +326,21 @@ def replace_in(
     assume_new = assume_new and all(
         w.check_generation and w.generation is None and w.allocations for w in writes
     )
-    provider_ids, class_ids, type_ids = ids_by_names(
-        conn,
-        (t.resource_providers, "uuid", (u for w in writes for u in w.allocations)),
-        (
-            t.resource_classes,
-            "name",
-            (rc for w in writes for r in w.allocations.values() for rc in r),
-        ),
-        (t.consumer_types, "name", (w.consumer_type for w in writes if w.consumer_type)),
+    named = (
+        {u for w in writes for u in w.allocations},
+        {rc for w in writes for r in w.allocations.values() for rc in r},
+        {w.consumer_type for w in writes if w.consumer_type},
     )
+    generations: dict[int, int] | None = None
+    if assume_new and conn.dialect.name == "postgresql":
+        provider_ids, class_ids, type_ids, generations = _named_and_bumped(conn, *named)
+    else:
+        provider_ids, class_ids, type_ids = ids_by_names(
+            conn,
+            (t.resource_providers, "uuid", named[0]),
+            (t.resource_classes, "name", named[1]),
+            (t.consumer_types, "name", named[2]),
+        )
     consumers, new = _claim_consumers(conn, writes, type_ids, assume_new=assume_new)
     try:
         _check_named(writes, provider_ids, class_ids)
@@ -316,7 +353,8 @@ def replace_in(
     # being emptied held, get a new generation (all of them locked first).
     emptied = {w.uuid for w in writes if not w.allocations}
     touched = set(provider_ids.values()) | {r.rp_id for r in old if r.consumer in emptied}
-    generations = _lock_and_bump(conn, touched | {r.rp_id for r in old}, touched)
+    if generations is None:
+        generations = _lock_and_bump(conn, touched | {r.rp_id for r in old}, touched)
     _check(conn, writes, provider_ids, class_ids, old, assume_new)
     for consumer in cons.create_consumers(conn, new, last=last):
         consumers[consumer.uuid] = consumer
@@ -532,6 +570,28 @@ def _check(
                         limit,
                         before,
                     )
+
+
+def _named_and_bumped(
+    conn: sa.Connection, providers: set[str], classes: set[str], types: set[str]
+) -> tuple[dict[str, int], dict[str, int], dict[str, int], dict[int, int]]:
+    """`{uuid: id}` of the providers (locked, in id order, and bumped), `{name: id}`
+    of the classes and of the consumer types, and the providers' new generations:
+    one statement (PostgreSQL)."""
+    params = {
+        "uuids": sorted(providers),
+        "classes": sorted(classes),
+        "types": sorted(types),
+        "now": utcnow(),
+    }
+    found: list[dict[str, int]] = [{}, {}, {}]
+    generations: dict[int, int] = {}
+    for part, key, row_id, generation in conn.execute(_NAMED_AND_BUMPED, params):
+        found[int(part)][key] = row_id
+        if generation is not None:
+            generations[row_id] = generation
+    journal.touch(conn, generations)
+    return found[0], found[1], found[2], generations
 
 
 def _lock_and_bump(conn: sa.Connection, lock_ids: set[int], bump_ids: set[int]) -> dict[int, int]:
