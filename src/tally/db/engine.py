@@ -254,15 +254,18 @@ def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connectio
             conn.info.pop(_LAST, None)
 
 
-def at_commit(conn: sa.Connection, statement: sa.Executable, params: dict | None = None) -> None:
+def at_commit(
+    conn: sa.Connection, statement: sa.Executable, params: dict | None = None, *, defer: bool = True
+) -> None:
     """Run `statement`, a write whose result nobody reads, as the transaction
     commits: on PostgreSQL sent in one message with the others and the COMMIT
     (one round trip), elsewhere now. They run after every statement run directly.
     A Core statement names each of its parameters (an `insert()` without
-    `.values()` would expect every column).
-    (A write transaction's history rows and journal version go this way.)"""
+    `.values()` would expect every column). `defer=False` runs it now anywhere,
+    for a caller that reads on after it. (A write transaction's history rows and
+    journal version go this way.)"""
     waiting = conn.info.get(_LAST)
-    if waiting is not None:
+    if defer and waiting is not None:
         waiting.append((statement, params))
     else:
         conn.execute(statement, params)
@@ -273,13 +276,15 @@ def defers(conn: sa.Connection) -> bool:
     return conn.info.get(_LAST) is not None
 
 
-def insert_at_commit(conn: sa.Connection, table: sa.Table, rows: list[dict]) -> None:
+def insert_at_commit(
+    conn: sa.Connection, table: sa.Table, rows: list[dict], *, defer: bool = True
+) -> None:
     """Insert `rows` (dicts with the same keys) into `table` as the transaction
     commits (`at_commit`): on PostgreSQL one statement whatever their number, the
-    rows as JSON; elsewhere now."""
+    rows as JSON; elsewhere (or with `defer=False`) now."""
     if not rows:
         return
-    if defers(conn):
+    if defer and defers(conn):
         statement = _json_insert(table, tuple(rows[0]))
         at_commit(conn, statement, {"rows": orjson.dumps(rows).decode()})
     else:

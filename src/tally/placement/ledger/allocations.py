@@ -72,7 +72,6 @@ class ProviderAllocations:
 
 _a = t.allocations
 _DELETE_ALLOCATIONS = _a.delete().where(_a.c.consumer_id == sa.bindparam("uuid"))
-_INSERT_ALLOCATIONS = _a.insert()
 _CURRENT = sa.select(
     _a.c.consumer_id, _a.c.resource_provider_id, _a.c.resource_class_id, _a.c.used
 ).where(_a.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
@@ -102,38 +101,31 @@ _BUMP_LOCKED = (
     .values(generation=t.resource_providers.c.generation + 1, updated_at=sa.bindparam("now"))
     .returning(t.resource_providers.c.id, t.resource_providers.c.generation)
 )
-# PostgreSQL: lock the providers in id order and bump them, one statement.
-_locked = (
-    sa.select(t.resource_providers.c.id)
-    .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
-    .order_by(t.resource_providers.c.id)
-    .with_for_update()
-    .subquery("locked")
-)
-_LOCK_AND_BUMP = (
-    t.resource_providers.update()
-    .where(t.resource_providers.c.id == _locked.c.id)
-    .values(generation=t.resource_providers.c.generation + 1, updated_at=sa.bindparam("now"))
-    .returning(t.resource_providers.c.id, t.resource_providers.c.generation)
-)
-# PostgreSQL, consumers assumed new (no consumer lock comes first): the providers
-# named locked and bumped, with the classes and consumer types looked up, in one
-# statement.
 _rp = t.resource_providers
-_named_locked = (
-    sa.select(_rp.c.id)
-    .where(_rp.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
-    .order_by(_rp.c.id)
-    .with_for_update()
-    .subquery("named_locked")
-)
-_bumped = (
-    _rp.update()
-    .where(_rp.c.id == _named_locked.c.id)
-    .values(generation=_rp.c.generation + 1, updated_at=sa.bindparam("now"))
-    .returning(_rp.c.id, _rp.c.uuid, _rp.c.generation)
-    .cte("bumped")
-)
+
+
+def _locking_bump(key: sa.Column, param: str) -> sa.Update:
+    """PostgreSQL: lock the providers whose `key` is in `param` (in id order, so
+    writers never deadlock) and bump them, one statement."""
+    locked = (
+        sa.select(_rp.c.id)
+        .where(key.in_(sa.bindparam(param, expanding=True)))
+        .order_by(_rp.c.id)
+        .with_for_update()
+        .subquery("locked")
+    )
+    return (
+        _rp.update()
+        .where(_rp.c.id == locked.c.id)
+        .values(generation=_rp.c.generation + 1, updated_at=sa.bindparam("now"))
+        .returning(_rp.c.id, _rp.c.uuid, _rp.c.generation)
+    )
+
+
+_LOCK_AND_BUMP = _locking_bump(_rp.c.id, "ids")
+# Consumers assumed new (no consumer lock comes first): the providers named locked
+# and bumped, with the classes and consumer types looked up, in one statement.
+_bumped = _locking_bump(_rp.c.uuid, "uuids").cte("bumped")
 _NAMED_AND_BUMPED = sa.union_all(
     sa.select(
         sa.literal_column("0").label("part"),
@@ -360,7 +352,7 @@ def replace_in(
         consumers[consumer.uuid] = consumer
 
     for consumer_uuid in sorted({r.consumer for r in old}):
-        _write(conn, last, _DELETE_ALLOCATIONS, {"uuid": consumer_uuid})
+        at_commit(conn, _DELETE_ALLOCATIONS, {"uuid": consumer_uuid}, defer=last)
     now = utcnow()
     rows = [
         {
@@ -374,23 +366,12 @@ def replace_in(
         for rp_uuid, resources in w.allocations.items()
         for rc, amount in resources.items()
     ]
-    if last:
-        insert_at_commit(conn, _a, rows)
-    elif rows:
-        conn.execute(_INSERT_ALLOCATIONS, rows)
+    insert_at_commit(conn, _a, rows, defer=last)
     journal.touch(conn, {r.rp_id for r in old})  # usage moved off them too
     for _, consumer in sorted(consumers.items()):
         cons.save_consumer(conn, consumer, last=last)
     cons.delete_if_unused(conn, emptied, last=last)
     history.allocations_replaced(conn, writes, consumers, provider_ids, class_ids, old, generations)
-
-
-def _write(conn: sa.Connection, last: bool, statement: sa.Executable, params: dict) -> None:
-    """`statement` now, or with the COMMIT when it is the transaction's `last` act."""
-    if last:
-        at_commit(conn, statement, params)
-    else:
-        conn.execute(statement, params)
 
 
 def check_consumers(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:

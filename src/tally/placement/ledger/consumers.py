@@ -48,7 +48,6 @@ _CONSUMERS = (
     .order_by(_c.c.uuid)
 )
 _CONSUMERS_LOCKED = _CONSUMERS.with_for_update()
-_INSERT_CONSUMER = _c.insert()
 _SAVE_CONSUMER = (
     _c.update()
     .where(_c.c.id == sa.bindparam("consumer_id"))
@@ -98,10 +97,7 @@ def create_consumers(
         }
         for uuid, project_id, user_id, type_id in new
     ]
-    if last:
-        insert_at_commit(conn, _c, rows)
-    elif rows:
-        conn.execute(_INSERT_CONSUMER, rows)
+    insert_at_commit(conn, _c, rows, defer=last)
     return [
         Consumer(
             id=None,
@@ -149,10 +145,7 @@ def delete_if_unused(
     """Delete those of `uuids` that hold no allocations (with `last`, as the
     transaction commits)."""
     for uuid in sorted(set(uuids)):
-        if last:
-            at_commit(conn, _DELETE_UNUSED, {"uuid": uuid})
-        else:
-            conn.execute(_DELETE_UNUSED, {"uuid": uuid})
+        at_commit(conn, _DELETE_UNUSED, {"uuid": uuid}, defer=last)
 
 
 def consumer_type_id(conn: sa.Connection, name: str) -> int:

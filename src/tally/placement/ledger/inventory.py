@@ -415,18 +415,18 @@ def _write(
             f"Unknown resource class in inventory for resource provider {provider.uuid}: "
             + ", ".join(missing)
         )
-    run = at_commit if last else _now
     now = utcnow()
     for rc in before:
         if rc not in after:
-            run(conn, _DELETE_CLASS, {"provider_id": provider.id, "class_id": ids[rc]})
+            gone = {"provider_id": provider.id, "class_id": ids[rc]}
+            at_commit(conn, _DELETE_CLASS, gone, defer=last)
     added = []
     for rc, record in after.items():
         if record is before.get(rc):
             continue
         if rc in before:
             values = {"provider_id": provider.id, "class_id": ids[rc], "now": now}
-            run(conn, _UPDATE_RECORD, {**values, **_amounts(record)})
+            at_commit(conn, _UPDATE_RECORD, {**values, **_amounts(record)}, defer=last)
         else:
             added.append(
                 {
@@ -436,19 +436,12 @@ def _write(
                     "created_at": now,
                 }
             )
-    if last:
-        insert_at_commit(conn, _inv, added)
-    elif added:
-        conn.execute(_inv.insert(), added)
+    insert_at_commit(conn, _inv, added, defer=last)
     generation = bump_generation(conn, provider.id, provider.generation, provider.uuid, last=last)
     history.inventory_written(conn, provider, generation, before, after)
     for rc in over:
         log.warning("Resource provider %s is now over-capacity for %s", provider.uuid, rc)
     return ProviderInventory(generation, _as_written(conn, provider.id, before, after, ids, now))
-
-
-def _now(conn: sa.Connection, statement: sa.Executable, params: dict) -> None:
-    conn.execute(statement, params)
 
 
 def _as_written(
