@@ -346,6 +346,11 @@ def notes(
     return kept[key][1]
 
 
+class RunAgain(Exception):  # noqa: N818 (not an error: a request to run once more)
+    """Raised by the body of `run_retrying` whose first run took a shortcut that
+    turned out not to apply: it runs once more, not counted as a race."""
+
+
 def run_retrying(
     engine: sa.Engine,
     body: Callable[[sa.Connection], T],
@@ -357,20 +362,29 @@ def run_retrying(
     """`body` in a write transaction; run again from the start, at most `retries`
     times in all, when the database aborted it to resolve a race with another writer
     (deadlock, serialization failure, lock wait timeout) or it raised one of `also`
-    (races the caller detects itself). Then `gave_up()` is raised."""
-    for _attempt in range(max(1, retries)):
+    (races the caller detects itself). Then `gave_up()` is raised. A first
+    `RunAgain` runs it once more without counting."""
+    attempts, limit, free = 0, max(1, retries), 1
+    while True:
         try:
             with transaction(engine, write=True) as conn:
                 return body(conn)
+        except RunAgain:
+            if not free:
+                raise
+            free -= 1
+            continue
         except also as exc:
             LOG.debug("write raced another writer (%s); retrying", type(exc).__name__)
         except sa.exc.DBAPIError as exc:
             if not _retriable(exc):
                 raise
             LOG.debug("write hit %s; retrying", exc.orig)
-        if _attempt + 1 < max(1, retries):
-            metrics.database_retry()
-    LOG.warning("write gave up after %d attempts", max(1, retries))
+        attempts += 1
+        if attempts >= limit:
+            break
+        metrics.database_retry()
+    LOG.warning("write gave up after %d attempts", limit)
     raise gave_up()
 
 

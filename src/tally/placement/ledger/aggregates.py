@@ -54,14 +54,14 @@ _NAMED_OR_LINKED = (
             ),
         )
     )
-    .where(
-        sa.or_(
-            agg.c.uuid.in_(sa.bindparam("uuids", expanding=True)),
-            agg.c.id.in_(
+    .where(  # (one IN of a UNION, so that each part reads its own index)
+        agg.c.id.in_(
+            sa.union_all(
+                sa.select(agg.c.id).where(agg.c.uuid.in_(sa.bindparam("uuids", expanding=True))),
                 sa.select(rpa.c.aggregate_id).where(
                     rpa.c.resource_provider_id == sa.bindparam("provider_id")
-                )
-            ),
+                ),
+            )
         )
     )
     .order_by(agg.c.id)

@@ -23,7 +23,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import at_commit, insert_at_commit, transaction
+from tally.db.engine import RunAgain, at_commit, insert_at_commit, transaction
 from tally.db.engine import run_retrying as run_retrying_in_engine
 from tally.placement.ledger import consumers as cons
 from tally.placement.ledger import history
@@ -151,6 +151,11 @@ _GENERATIONS = (
 
 class _Retry(Exception):
     """A race the server resolves by running the whole write again."""
+
+
+class _NotNew(RunAgain):
+    """A consumer a claim assumed new is known after all, or its 400 must be
+    checked with the consumers looked up: run the write the ordinary way."""
 
 
 # ---------------------------------------------------------------- reads
@@ -312,7 +317,7 @@ def replace_in(
     write names its consumer's generation as null, skip locking and reading the
     consumers; the read after the provider locks tells whether any exists or holds
     an allocation after all (and the insert of their rows, should one be made
-    meanwhile), and then `_Retry` runs the write again without the assumption.
+    meanwhile), and then `_NotNew` runs the write again without the assumption.
     """
     writes = _merge(writes)
     assume_new = assume_new and all(
@@ -338,7 +343,7 @@ def replace_in(
         _check_named(writes, provider_ids, class_ids)
     except BadRequest:
         if assume_new:  # an existing consumer's 409 would come first
-            raise _Retry() from None
+            raise _NotNew() from None
         raise
     old = [] if assume_new else _current(conn, [w.uuid for w in writes])
     # As upstream: the providers named in the request, and those a consumer
@@ -485,7 +490,7 @@ def _check(
 ) -> None:
     """Inventory exists, min_unit/max_unit/step_size hold, and capacity is not
     exceeded, per (provider, class) of the new allocations. Reads usage after
-    the provider rows are locked, in the write transaction (`_Retry` when the
+    the provider rows are locked, in the write transaction (`_NotNew` when the
     consumers assumed new are known after all)."""
     keys = {
         (provider_ids[rp_uuid], class_ids[rc])
@@ -500,7 +505,7 @@ def _check(
         uuids = [w.uuid for w in writes]
         found = conn.execute(_INVENTORY_OF_NEW, {"ids": ids, "uuids": uuids}).all()
         if not found or found[0].consumers_known:  # (none: the 409 may be the consumer's)
-            raise _Retry()
+            raise _NotNew()
     else:
         found = conn.execute(_INVENTORY_OF, {"ids": ids}).all()
     inventory = {(row.resource_provider_id, row.resource_class_id): row for row in found}

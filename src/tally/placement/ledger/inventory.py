@@ -329,11 +329,15 @@ _STATE = (
             ),
         ).outerjoin(_used_here, _used_here.c.resource_class_id == _rc.c.id)
     )
-    .where(
-        sa.or_(
-            _rc.c.name.in_(sa.bindparam("names", expanding=True)),
-            _inv.c.id.is_not(None),
-            _used_here.c.resource_class_id.is_not(None),
+    .where(  # (one IN of a UNION, so that each part reads its own index)
+        _rc.c.id.in_(
+            sa.union_all(
+                sa.select(_rc.c.id).where(_rc.c.name.in_(sa.bindparam("names", expanding=True))),
+                sa.select(_inv.c.resource_class_id).where(
+                    _inv.c.resource_provider_id == sa.bindparam("provider_id")
+                ),
+                sa.select(_used_here.c.resource_class_id),
+            )
         )
     )
     .order_by(_rc.c.id)

@@ -139,14 +139,14 @@ _NAMED_OR_HELD = (
             ),
         )
     )
-    .where(
-        sa.or_(
-            tr.c.name.in_(sa.bindparam("names", expanding=True)),
-            tr.c.id.in_(
+    .where(  # (one IN of a UNION, so that each part reads its own index)
+        tr.c.id.in_(
+            sa.union_all(
+                sa.select(tr.c.id).where(tr.c.name.in_(sa.bindparam("names", expanding=True))),
                 sa.select(rpt.c.trait_id).where(
                     rpt.c.resource_provider_id == sa.bindparam("provider_id")
-                )
-            ),
+                ),
+            )
         )
     )
     .order_by(tr.c.name)
