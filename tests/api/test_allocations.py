@@ -376,7 +376,7 @@ def test_server_side_races_are_retried_then_reported(monkeypatch, sqlite_engine)
     def flaky(conn, writes, **how):
         calls.append(1)
         if len(calls) < 3:
-            raise ledger._Retry()
+            raise ledger.provider_bumps.GenerationMoved()
         return real(conn, writes, **how)
 
     monkeypatch.setattr(ledger, "replace_in", flaky)

@@ -383,7 +383,7 @@ def test_a_write_run_again_after_a_race_records_its_last_run_only(book, world, m
     def loses_once(conn, writes, *args):
         if not lost:
             lost.append([w.uuid for w in writes])
-            raise ledger_allocations._Retry()  # as a generation moved under us
+            raise ledger_allocations.provider_bumps.GenerationMoved()
         return real(conn, writes, *args)
 
     monkeypatch.setattr(ledger_allocations, "_check", loses_once)

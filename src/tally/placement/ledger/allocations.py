@@ -26,11 +26,8 @@ from tally.db import schema as t
 from tally.db.engine import RunAgain, at_commit, insert_at_commit, transaction
 from tally.db.engine import run_retrying as run_retrying_in_engine
 from tally.placement.ledger import consumers as cons
-from tally.placement.ledger import history
+from tally.placement.ledger import history, provider_bumps
 from tally.placement.ledger.common import (
-    bump_generation,
-    ids_by_names,
-    lock_providers,
     provider_row,
     utcnow,
 )
@@ -95,62 +92,6 @@ _CONSUMERS_KNOWN = sa.or_(
     sa.exists().where(_a.c.consumer_id.in_(sa.bindparam("uuids", expanding=True))),
 )
 _INVENTORY_OF_NEW = _INVENTORY_OF.add_columns(_CONSUMERS_KNOWN.label("consumers_known"))
-_BUMP_LOCKED = (
-    t.resource_providers.update()
-    .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
-    .values(generation=t.resource_providers.c.generation + 1, updated_at=sa.bindparam("now"))
-    .returning(t.resource_providers.c.id, t.resource_providers.c.generation)
-)
-_rp = t.resource_providers
-
-
-def _locking_bump(key: sa.Column, param: str) -> sa.Update:
-    """PostgreSQL: lock the providers whose `key` is in `param` (in id order, so
-    writers never deadlock) and bump them, one statement."""
-    locked = (
-        sa.select(_rp.c.id)
-        .where(key.in_(sa.bindparam(param, expanding=True)))
-        .order_by(_rp.c.id)
-        .with_for_update()
-        .subquery("locked")
-    )
-    return (
-        _rp.update()
-        .where(_rp.c.id == locked.c.id)
-        .values(generation=_rp.c.generation + 1, updated_at=sa.bindparam("now"))
-        .returning(_rp.c.id, _rp.c.uuid, _rp.c.generation)
-    )
-
-
-_LOCK_AND_BUMP = _locking_bump(_rp.c.id, "ids")
-# Consumers assumed new (no consumer lock comes first): the providers named locked
-# and bumped, with the classes and consumer types looked up, in one statement.
-_bumped = _locking_bump(_rp.c.uuid, "uuids").cte("bumped")
-_NAMED_AND_BUMPED = sa.union_all(
-    sa.select(
-        sa.literal_column("0").label("part"),
-        _bumped.c.uuid.label("key"),
-        _bumped.c.id,
-        _bumped.c.generation,
-    ),
-    sa.select(
-        sa.literal_column("1"), t.resource_classes.c.name, t.resource_classes.c.id, sa.null()
-    ).where(t.resource_classes.c.name.in_(sa.bindparam("classes", expanding=True))),
-    sa.select(
-        sa.literal_column("2"), t.consumer_types.c.name, t.consumer_types.c.id, sa.null()
-    ).where(t.consumer_types.c.name.in_(sa.bindparam("types", expanding=True))),
-)
-_GENERATIONS = (
-    sa.select(
-        t.resource_providers.c.id, t.resource_providers.c.generation, t.resource_providers.c.uuid
-    )
-    .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
-    .order_by(t.resource_providers.c.id)
-)
-
-
-class _Retry(Exception):
-    """A race the server resolves by running the whole write again."""
 
 
 class _NotNew(RunAgain):
@@ -295,7 +236,7 @@ def run_retrying(
         engine,
         body,
         retries=retries,
-        also=(_Retry, sa.exc.IntegrityError),
+        also=(provider_bumps.GenerationMoved, sa.exc.IntegrityError),
         gave_up=lambda: ConcurrentUpdate(
             "Inventory and/or allocations changed while attempting to allocate: "
             "another request updated the same providers or consumers, please retry"
@@ -328,16 +269,9 @@ def replace_in(
         {rc for w in writes for r in w.allocations.values() for rc in r},
         {w.consumer_type for w in writes if w.consumer_type},
     )
-    generations: dict[int, int] | None = None
-    if assume_new and conn.dialect.name == "postgresql":
-        provider_ids, class_ids, type_ids, generations = _named_and_bumped(conn, *named)
-    else:
-        provider_ids, class_ids, type_ids = ids_by_names(
-            conn,
-            (t.resource_providers, "uuid", named[0]),
-            (t.resource_classes, "name", named[1]),
-            (t.consumer_types, "name", named[2]),
-        )
+    provider_ids, class_ids, type_ids, generations = provider_bumps.look_up(
+        conn, *named, bump=assume_new
+    )
     consumers, new = _claim_consumers(conn, writes, type_ids, assume_new=assume_new)
     try:
         _check_named(writes, provider_ids, class_ids)
@@ -351,7 +285,8 @@ def replace_in(
     emptied = {w.uuid for w in writes if not w.allocations}
     touched = set(provider_ids.values()) | {r.rp_id for r in old if r.consumer in emptied}
     if generations is None:
-        generations = _lock_and_bump(conn, touched | {r.rp_id for r in old}, touched)
+        lock_ids = touched | {r.rp_id for r in old}
+        generations = provider_bumps.lock_and_bump(conn, lock_ids, touched)
     _check(conn, writes, provider_ids, class_ids, old, assume_new)
     for consumer in cons.create_consumers(conn, new, last=last):
         consumers[consumer.uuid] = consumer
@@ -556,58 +491,3 @@ def _check(
                         limit,
                         before,
                     )
-
-
-def _named_and_bumped(
-    conn: sa.Connection, providers: set[str], classes: set[str], types: set[str]
-) -> tuple[dict[str, int], dict[str, int], dict[str, int], dict[int, int]]:
-    """`{uuid: id}` of the providers (locked, in id order, and bumped), `{name: id}`
-    of the classes and of the consumer types, and the providers' new generations:
-    one statement (PostgreSQL)."""
-    params = {
-        "uuids": sorted(providers),
-        "classes": sorted(classes),
-        "types": sorted(types),
-        "now": utcnow(),
-    }
-    found: list[dict[str, int]] = [{}, {}, {}]
-    generations: dict[int, int] = {}
-    for part, key, row_id, generation in conn.execute(_NAMED_AND_BUMPED, params):
-        found[int(part)][key] = row_id
-        if generation is not None:
-            generations[row_id] = generation
-    journal.touch(conn, generations)
-    return found[0], found[1], found[2], generations
-
-
-def _lock_and_bump(conn: sa.Connection, lock_ids: set[int], bump_ids: set[int]) -> dict[int, int]:
-    """Lock `lock_ids` (in id order) and bump `bump_ids`, a part of them; their new
-    generations. On PostgreSQL one statement when they are the same providers."""
-    if bump_ids and lock_ids == bump_ids and conn.dialect.name == "postgresql":
-        rows = conn.execute(_LOCK_AND_BUMP, {"ids": sorted(bump_ids), "now": utcnow()})
-        bumped = {row.id: row.generation for row in rows}
-        journal.touch(conn, bumped)
-        return bumped
-    lock_providers(conn, sorted(lock_ids))
-    return _bump_providers(conn, bump_ids)
-
-
-def _bump_providers(conn: sa.Connection, provider_ids: set[int]) -> dict[int, int]:
-    """Bump the generation of each provider; their new generations. They are locked
-    (or we are the only SQLite writer), so the compare-and-swap can only fail if
-    something broke the lock discipline: then the whole write runs again."""
-    bumped: dict[int, int] = {}
-    if not provider_ids:
-        return bumped
-    if conn.dialect.update_returning:  # locked: one statement bumps them all
-        rows = conn.execute(_BUMP_LOCKED, {"ids": sorted(provider_ids), "now": utcnow()})
-        bumped = {row.id: row.generation for row in rows}
-        journal.touch(conn, bumped)
-        return bumped
-    rows = conn.execute(_GENERATIONS, {"ids": sorted(provider_ids)}).all()
-    for row in rows:
-        try:
-            bumped[row.id] = bump_generation(conn, row.id, row.generation, row.uuid)
-        except ConcurrentUpdate:
-            raise _Retry() from None
-    return bumped
