@@ -179,14 +179,17 @@ def test_a_claim_for_a_new_consumer_takes_four_round_trips(api, engine, monkeypa
     assert usages == {"VCPU": 2, "MEMORY_MB": 1024}
 
 
+def _new_provider(client) -> str:  # noqa: ANN001
+    rp = str(uuidlib.uuid4())
+    made = client.simulate_post("/resource_providers", json={"name": rp, "uuid": rp})
+    assert made.status == "200 OK"
+    return rp
+
+
 @POSTGRESQL_ONLY
 def test_an_inventory_write_takes_four_round_trips(api, engine, monkeypatch):
     client = api("1.39")
-    rp = str(uuidlib.uuid4())
-    assert (
-        client.simulate_post("/resource_providers", json={"name": rp, "uuid": rp}).status
-        == "200 OK"
-    )
+    rp = _new_provider(client)
     inventories = {"VCPU": {"total": 8, "allocation_ratio": 2.5}, "DISK_GB": {"total": 100}}
     monkeypatch.setattr(engine_module, "IDLE_PING_SECONDS", 3600.0)
     with _sent(engine) as sent:
@@ -207,11 +210,7 @@ def test_an_inventory_write_takes_four_round_trips(api, engine, monkeypatch):
 @POSTGRESQL_ONLY
 def test_trait_and_aggregate_writes_take_four_round_trips(api, engine, monkeypatch):
     client = api("1.39")
-    rp = str(uuidlib.uuid4())
-    assert (
-        client.simulate_post("/resource_providers", json={"name": rp, "uuid": rp}).status
-        == "200 OK"
-    )
+    rp = _new_provider(client)
     aggregate = str(uuidlib.uuid4())
     monkeypatch.setattr(engine_module, "IDLE_PING_SECONDS", 3600.0)
     with _sent(engine) as sent:

@@ -17,7 +17,7 @@ from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import at_commit, run_retrying, transaction
 from tally.placement.ledger import history
-from tally.placement.ledger.common import bump_generation, provider_row, utcnow
+from tally.placement.ledger.common import bump_generation, named_or_linked, provider_row, utcnow
 from tally.placement.ledger.errors import ConcurrentUpdate, Conflict
 
 RETRIES = 10
@@ -43,29 +43,9 @@ _AGGREGATES_OF = (
     .order_by(agg.c.id)
 )
 # The aggregates a write names that exist, and those the provider is in (`linked`).
-_NAMED_OR_LINKED = (
-    sa.select(agg.c.uuid, agg.c.id, rpa.c.aggregate_id.is_not(None).label("linked"))
-    .select_from(
-        agg.outerjoin(
-            rpa,
-            sa.and_(
-                rpa.c.aggregate_id == agg.c.id,
-                rpa.c.resource_provider_id == sa.bindparam("provider_id"),
-            ),
-        )
-    )
-    .where(  # (one IN of a UNION, so that each part reads its own index)
-        agg.c.id.in_(
-            sa.union_all(
-                sa.select(agg.c.id).where(agg.c.uuid.in_(sa.bindparam("uuids", expanding=True))),
-                sa.select(rpa.c.aggregate_id).where(
-                    rpa.c.resource_provider_id == sa.bindparam("provider_id")
-                ),
-            )
-        )
-    )
-    .order_by(agg.c.id)
-)
+_NAMED_OR_LINKED = named_or_linked(
+    agg, agg.c.uuid, rpa.c.aggregate_id, "linked", agg.c.uuid, agg.c.id
+).order_by(agg.c.id)
 _DELETE_LINK = (
     rpa.delete()
     .where(rpa.c.resource_provider_id == sa.bindparam("provider_id"))
@@ -140,7 +120,7 @@ def _replace(conn: sa.Connection, provider_id: int, uuids: list[str]) -> dict[st
     """Link the provider to exactly the aggregates `uuids`; those it had before.
     The provider is locked and nothing reads on: the changes go with the COMMIT
     (`engine.at_commit`), a new aggregate's row first, the links by uuid."""
-    rows = conn.execute(_NAMED_OR_LINKED, {"provider_id": provider_id, "uuids": uuids}).all()
+    rows = conn.execute(_NAMED_OR_LINKED, {"provider_id": provider_id, "names": uuids}).all()
     existing = {row.uuid: row.id for row in rows if row.linked}
     known = {row.uuid for row in rows}
     for agg_uuid, agg_id in existing.items():

@@ -88,6 +88,23 @@ def ids_by_names(conn: sa.Connection, *lookups: Lookup) -> list[dict[str, int]]:
     return found
 
 
+def named_or_linked(
+    table: sa.Table, key: sa.Column, link: sa.Column, label: str, *columns: sa.ColumnElement
+) -> sa.Select:
+    """`columns` of the rows of `table` whose `key` is one of `:names` or that the
+    link table of `link` (a column naming `table`'s id, beside `resource_provider_id`)
+    joins to provider `:provider_id`, with `label` telling the linked ones: what a
+    write of a provider's traits or aggregates reads once the provider is locked.
+    (One IN of a UNION, so that each part reads its own index.)"""
+    here = link.table.c.resource_provider_id == sa.bindparam("provider_id")
+    named = sa.select(table.c.id).where(key.in_(sa.bindparam("names", expanding=True)))
+    return (
+        sa.select(*columns, link.is_not(None).label(label))
+        .select_from(table.outerjoin(link.table, sa.and_(link == table.c.id, here)))
+        .where(table.c.id.in_(sa.union_all(named, sa.select(link).where(here))))
+    )
+
+
 def _maybe_locked(query: sa.Select, lock: bool) -> sa.Select:
     return query.with_for_update() if lock else query
 

@@ -17,7 +17,13 @@ from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import at_commit, insert_at_commit, transaction
 from tally.placement.ledger import history
-from tally.placement.ledger.common import bump_generation, provider_row, row_by_name, utcnow
+from tally.placement.ledger.common import (
+    bump_generation,
+    named_or_linked,
+    provider_row,
+    row_by_name,
+    utcnow,
+)
 from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict, NotFound
 
 CUSTOM_PREFIX = "CUSTOM_"
@@ -128,29 +134,7 @@ _WANTED = (
 _WANTED_LOCKED = _WANTED.with_for_update(read=True)
 # A write reads, in one statement, the traits it names and those the provider has
 # (`held`); on PostgreSQL their rows share-locked (see the module docstring).
-_NAMED_OR_HELD = (
-    sa.select(tr, rpt.c.trait_id.is_not(None).label("held"))
-    .select_from(
-        tr.outerjoin(
-            rpt,
-            sa.and_(
-                rpt.c.trait_id == tr.c.id,
-                rpt.c.resource_provider_id == sa.bindparam("provider_id"),
-            ),
-        )
-    )
-    .where(  # (one IN of a UNION, so that each part reads its own index)
-        tr.c.id.in_(
-            sa.union_all(
-                sa.select(tr.c.id).where(tr.c.name.in_(sa.bindparam("names", expanding=True))),
-                sa.select(rpt.c.trait_id).where(
-                    rpt.c.resource_provider_id == sa.bindparam("provider_id")
-                ),
-            )
-        )
-    )
-    .order_by(tr.c.name)
-)
+_NAMED_OR_HELD = named_or_linked(tr, tr.c.name, rpt.c.trait_id, "held", *tr.c).order_by(tr.c.name)
 _NAMED_OR_HELD_LOCKED = _NAMED_OR_HELD.with_for_update(read=True, of=tr)
 _DELETE_TRAIT = (
     rpt.delete()
