@@ -236,3 +236,52 @@ def test_trait_and_aggregate_writes_take_four_round_trips(api, engine, monkeypat
     assert sorted(shown["traits"]) == ["HW_CPU_X86_AVX2", "STORAGE_DISK_SSD"]
     shown = client.simulate_get(f"/resource_providers/{rp}/aggregates").json
     assert (shown["aggregates"], shown["resource_provider_generation"]) == ([aggregate], 2)
+
+
+def _in_tree(client, rp: str) -> list[str]:  # noqa: ANN001
+    listed = client.simulate_get("/resource_providers", params={"in_tree": rp})
+    assert listed.status == "200 OK", listed.text
+    return [p["uuid"] for p in listed.json["resource_providers"]]
+
+
+@POSTGRESQL_ONLY
+def test_an_index_read_at_the_current_version_opens_no_transaction(api, engine, monkeypatch):
+    client, other_worker = api("1.39"), api("1.39")  # two apps: two indexes
+    rp = _new_provider(client)
+    assert _in_tree(client, rp) == [rp]  # the index caught up
+    monkeypatch.setattr(engine_module, "IDLE_PING_SECONDS", 3600.0)
+    with _sent(engine) as sent:  # the version went over the autocommit pool
+        assert _in_tree(client, rp) == [rp]
+    assert sent == []
+    child = str(uuidlib.uuid4())
+    made = other_worker.simulate_post(
+        "/resource_providers", json={"name": child, "uuid": child, "parent_provider_uuid": rp}
+    )
+    assert made.status == "200 OK"
+    with _sent(engine) as sent:  # behind: it catches up in a read transaction
+        assert _in_tree(client, rp) == [rp, child]
+    assert "tally_ledger_changes" in " ".join(sent)
+
+
+@POSTGRESQL_ONLY
+def test_a_lost_version_connection_costs_no_error(api, engine):
+    client = api("1.39")
+    rp = _new_provider(client)
+    assert _in_tree(client, rp) == [rp]
+    readers = engine_module._autocommit_pool(engine)
+    held = readers.raw_connection()
+    lost_pid = held.driver_connection.info.backend_pid
+    held.close()  # back to the pool, where the next read takes it
+    killer = sa.create_engine(engine.url, poolclass=sa.pool.NullPool)
+    with killer.begin() as conn:
+        conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": lost_pid})
+    killer.dispose()
+    child = str(uuidlib.uuid4())
+    made = client.simulate_post(
+        "/resource_providers", json={"name": child, "uuid": child, "parent_provider_uuid": rp}
+    )
+    assert made.status == "200 OK"
+    assert _in_tree(client, rp) == [rp, child]  # read again the ordinary way
+    fresh = readers.raw_connection()
+    assert fresh.driver_connection.info.backend_pid != lost_pid  # the pool was renewed
+    fresh.close()

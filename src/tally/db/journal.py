@@ -20,7 +20,7 @@ from collections.abc import Iterable
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import at_commit, notes
+from tally.db.engine import at_commit, notes, read_outside_transaction
 
 NAMES = 0  # a change row naming no provider: classes or traits were added or removed
 EVERYTHING = -1  # reload all (a bulk import)
@@ -98,6 +98,15 @@ def _prune(conn: sa.Connection, version: int) -> None:
 
 def current(conn: sa.Connection) -> int:
     return conn.execute(_VERSION).scalar() or 0
+
+
+_VERSION_TEXT = f"SELECT version FROM {t.ledger_version.name} WHERE id = 1"
+
+
+def peek(engine: sa.Engine) -> int:
+    """`current`, read outside any transaction: what a reader asks before it
+    answers from its index (`read_outside_transaction`)."""
+    return read_outside_transaction(engine, _VERSION_TEXT) or 0
 
 
 def since(conn: sa.Connection, version: int, upto: int) -> tuple[int, set[int]] | None:

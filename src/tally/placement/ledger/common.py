@@ -136,7 +136,7 @@ PROVIDER_STAMP = sa.func.coalesce(
 )
 
 
-def newest_stamp(conn: sa.Connection, raw: Iterable) -> dt.datetime | None:
+def newest_stamp(conn: sa.Connection | sa.Engine, raw: Iterable) -> dt.datetime | None:
     """The newest of raw `PROVIDER_STAMP` values as the driver returned them
     (datetimes, or on SQLite strings of one fixed-width format: either way the
     newest is their max), as a datetime."""

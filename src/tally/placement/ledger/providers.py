@@ -146,12 +146,12 @@ def list_provider_rows(
     """`list_providers` for a listing of thousands, as plain rows: from `index`
     brought up to date (`provider_listing`), else one query (the same filters
     and joins) whose rows are the driver's tuples."""
+    if index is not None and provider_listing.served(filters):
+        with index.view(engine) as view:
+            if view is not None:
+                rows = provider_listing.listed(view, filters)
+                return Listing(rows, newest_stamp(engine, map(itemgetter(5), rows)))
     with transaction(engine) as conn:
-        if index is not None and provider_listing.served(filters):
-            with index.view(conn) as view:
-                if view is not None:
-                    rows = provider_listing.listed(view, filters)
-                    return Listing(rows, newest_stamp(conn, map(itemgetter(5), rows)))
         conditions = filter_conditions(conn, _RP.c, filters)
         if conditions is None:
             return Listing([], None)

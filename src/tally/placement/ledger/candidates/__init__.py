@@ -76,12 +76,12 @@ def candidates_json(
 def _source(engine: sa.Engine, index: Index | None) -> Iterator[Snapshot | View]:
     """What a search reads, in one transaction: `index` brought up to date, or
     the database when there is none or it is off."""
+    if index is not None:
+        with index.view(engine) as view:
+            if view is not None:
+                yield view
+                return
     with transaction(engine) as conn:
-        if index is not None:
-            with index.view(conn) as view:
-                if view is not None:
-                    yield view
-                    return
         yield Snapshot(conn)
 
 

@@ -29,6 +29,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
+from tally.db.engine import transaction
 from tally.placement.ledger.candidates.answers import Answers
 from tally.placement.ledger.candidates.snapshot import (
     INVENTORY_FIELDS,
@@ -126,13 +127,22 @@ class Index:
         self.answers = Answers()  # request shape -> candidates per tree (answers.py)
 
     @contextlib.contextmanager
-    def view(self, conn: sa.Connection) -> Iterator[View | None]:
+    def view(self, engine: sa.Engine) -> Iterator[View | None]:
         """The index brought up to date, held for one search; None when the index
-        is off (over its memory cap): then the caller reads the database."""
+        is off (over its memory cap): then the caller reads the database.
+
+        The journal's version is read first, outside the lock (searches of other
+        threads do not wait on this one's round trip) and outside any transaction:
+        every write acknowledged before this request is in it. When the index is at
+        that version it answers as it is; otherwise it catches up in a read
+        transaction (which reads the version again: another thread may have caught
+        up past it meanwhile, or the database may have been reset)."""
+        seen = journal.peek(engine) if self.enabled else None
         with self._lock:
-            if self.enabled:
-                self._catch_up(conn)
-            yield View(self, conn) if self.enabled else None  # (view.py)
+            if self.enabled and seen != self.version:
+                with transaction(engine) as conn:
+                    self._catch_up(conn)
+            yield View(self) if self.enabled else None  # (view.py)
 
     # -- keeping up with the journal ------------------------------------------
 

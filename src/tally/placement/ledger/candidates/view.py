@@ -7,8 +7,6 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable
 from typing import TYPE_CHECKING
 
-import sqlalchemy as sa
-
 from tally.placement.ledger.candidates.snapshot import Stock, fitting
 
 if TYPE_CHECKING:
@@ -18,9 +16,8 @@ if TYPE_CHECKING:
 class View:
     """The index in `Snapshot`'s shape, for one search (under the index's lock)."""
 
-    def __init__(self, index: Index, conn: sa.Connection) -> None:
+    def __init__(self, index: Index) -> None:
         self.index = index
-        self.conn = conn
         self.rows = index.rows
 
     def fresh(self) -> View:
