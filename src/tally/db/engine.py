@@ -11,8 +11,7 @@ a deadlock or serialization failure there aborts one transaction, which
 Round trips are what a request pays for on a server database (each costs both
 processes a wake-up), so reads on PostgreSQL run in autocommit: at READ
 COMMITTED each statement sees its own snapshot anyway, and BEGIN and COMMIT
-would be two more round trips; a write's BEGIN goes with its first statement
-(`begin_with_first`). A pooled connection is pinged only when it sat
+would be two more round trips. A pooled connection is pinged only when it sat
 idle for `IDLE_PING_SECONDS`: one busy a moment ago is trusted, and should the
 server have gone since, its first error invalidates the whole pool (one 503,
 then fresh connections). The last writes of a transaction that nothing reads
@@ -39,7 +38,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from tally import metrics
-from tally.db import begin_with_first, probe
+from tally.db import probe
 
 LOG = logging.getLogger(__name__)
 WRITE = "tally_write"
@@ -86,8 +85,6 @@ def make_engine(url: str) -> sa.Engine:
         # usage from the snapshot taken before the wait, and lose every generation CAS.
         options["isolation_level"] = "READ COMMITTED"
     engine = probe.create(parsed, **options)
-    if engine.dialect.name == "postgresql":
-        begin_with_first.install(engine)
     _ping_when_idle(engine)
     _refuse_writes_in_reads(engine)
     return engine
@@ -293,18 +290,13 @@ def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connectio
     queue = _WRITERS.get(engine) if write else None
     with engine.connect() as conn, queue.turn() if queue else contextlib.nullcontext():
         options: dict = {WRITE: True} if write else {READ: True}
-        postgresql = engine.dialect.name == "postgresql"
-        early_begin = write and postgresql and begin_with_first.supported(engine)
-        if postgresql and (not write or early_begin):
-            options["isolation_level"] = "AUTOCOMMIT"  # (a write: BEGIN is ours)
+        if not write and engine.dialect.name == "postgresql":
+            options["isolation_level"] = "AUTOCOMMIT"
         conn = conn.execution_options(**options)
         conn.info.pop(_NOTES, None)  # (the info of a pooled connection outlives us)
         conn.info.pop(_LAST, None)
-        begin_with_first.forget(conn)
-        if write and postgresql:
+        if write and engine.dialect.name == "postgresql":
             conn.info[_LAST] = []  # at_commit's writes wait for the COMMIT
-        if early_begin:
-            begin_with_first.pending(conn)  # sent with the first statement
         try:
             with conn.begin() as trans:
                 yield conn
@@ -315,7 +307,6 @@ def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connectio
         finally:
             conn.info.pop(_NOTES, None)
             conn.info.pop(_LAST, None)
-            begin_with_first.forget(conn)
 
 
 def at_commit(
@@ -384,8 +375,7 @@ def _commit_with_last_writes(
     script = [
         literal.mogrify(_compiled(statement, conn.dialect), params) for statement, params in last
     ]
-    script = [*filter(None, [begin_with_first.opening(conn)]), *script, "COMMIT"]
-    conn.execution_options(no_parameters=True).exec_driver_sql("; ".join(script))
+    conn.execution_options(no_parameters=True).exec_driver_sql("; ".join([*script, "COMMIT"]))
     trans.commit()  # (the driver sees the transaction ended: nothing more is sent)
 
 
