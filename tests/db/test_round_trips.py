@@ -285,3 +285,32 @@ def test_a_lost_version_connection_costs_no_error(api, engine):
     fresh = readers.raw_connection()
     assert fresh.driver_connection.info.backend_pid != lost_pid  # the pool was renewed
     fresh.close()
+
+
+@POSTGRESQL_ONLY
+def test_a_failed_write_leaves_nothing_behind_and_its_connection_clean(engine):
+    traits = t.traits
+
+    def insert(conn: sa.Connection, name: str | None) -> None:
+        conn.execute(traits.insert().values(name=name, created_at=utcnow()))
+
+    with pytest.raises(sa.exc.IntegrityError):  # the first statement fails
+        with transaction(engine, write=True) as conn:
+            insert(conn, None)
+    with pytest.raises(RuntimeError):  # the body fails after a statement
+        with transaction(engine, write=True) as conn:
+            insert(conn, "CUSTOM_GONE")
+            raise RuntimeError("the request failed")
+    with pytest.raises(sa.exc.IntegrityError):  # a later statement fails
+        with transaction(engine, write=True) as conn:
+            insert(conn, "CUSTOM_GONE_TOO")
+            insert(conn, "CUSTOM_GONE_TOO")
+    with transaction(engine) as conn:
+        named = sa.select(traits.c.name).where(traits.c.name.like("CUSTOM_GONE%"))
+        assert conn.execute(named).all() == []
+        assert conn.connection.dbapi_connection.info.transaction_status.name == "IDLE"
+    with transaction(engine, write=True) as conn:  # and the next write commits
+        insert(conn, "CUSTOM_KEPT")
+    with transaction(engine) as conn:
+        kept = sa.select(traits.c.name).where(traits.c.name == "CUSTOM_KEPT")
+        assert conn.execute(kept).scalar() == "CUSTOM_KEPT"
