@@ -72,15 +72,18 @@ def _count_pings(eng: sa.Engine) -> list[int]:
     return pings
 
 
-def _terminate_other_sessions(eng: sa.Engine) -> None:
-    """End, on the server, every session of `eng`'s pool (from a connection of its own)."""
+def _terminate_other_sessions(eng: sa.Engine, pid: int | None = None) -> None:
+    """End, on the server, every session of `eng`'s database, or only the one of
+    backend `pid` (from a connection of its own)."""
     killer = sa.create_engine(eng.url, poolclass=sa.pool.NullPool)
     with killer.begin() as conn:
         conn.execute(
             sa.text(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                "WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
+                "WHERE datname = current_database() AND pid <> pg_backend_pid() "
+                "AND (CAST(:pid AS integer) IS NULL OR pid = :pid)"
+            ),
+            {"pid": pid},
         )
     killer.dispose()
 
@@ -179,9 +182,10 @@ def test_a_claim_for_a_new_consumer_takes_four_round_trips(api, engine, monkeypa
     assert usages == {"VCPU": 2, "MEMORY_MB": 1024}
 
 
-def _new_provider(client) -> str:  # noqa: ANN001
+def _new_provider(client, parent: str | None = None) -> str:  # noqa: ANN001
     rp = str(uuidlib.uuid4())
-    made = client.simulate_post("/resource_providers", json={"name": rp, "uuid": rp})
+    body = {"name": rp, "uuid": rp, "parent_provider_uuid": parent}
+    made = client.simulate_post("/resource_providers", json=body)
     assert made.status == "200 OK"
     return rp
 
@@ -253,11 +257,7 @@ def test_an_index_read_at_the_current_version_opens_no_transaction(api, engine, 
     with _sent(engine) as sent:  # the version went over the autocommit pool
         assert _in_tree(client, rp) == [rp]
     assert sent == []
-    child = str(uuidlib.uuid4())
-    made = other_worker.simulate_post(
-        "/resource_providers", json={"name": child, "uuid": child, "parent_provider_uuid": rp}
-    )
-    assert made.status == "200 OK"
+    child = _new_provider(other_worker, parent=rp)
     with _sent(engine) as sent:  # behind: it catches up in a read transaction
         assert _in_tree(client, rp) == [rp, child]
     assert "tally_ledger_changes" in " ".join(sent)
@@ -272,15 +272,8 @@ def test_a_lost_version_connection_costs_no_error(api, engine):
     held = readers.raw_connection()
     lost_pid = held.driver_connection.info.backend_pid
     held.close()  # back to the pool, where the next read takes it
-    killer = sa.create_engine(engine.url, poolclass=sa.pool.NullPool)
-    with killer.begin() as conn:
-        conn.execute(sa.text("SELECT pg_terminate_backend(:pid)"), {"pid": lost_pid})
-    killer.dispose()
-    child = str(uuidlib.uuid4())
-    made = client.simulate_post(
-        "/resource_providers", json={"name": child, "uuid": child, "parent_provider_uuid": rp}
-    )
-    assert made.status == "200 OK"
+    _terminate_other_sessions(engine, lost_pid)
+    child = _new_provider(client, parent=rp)
     assert _in_tree(client, rp) == [rp, child]  # read again the ordinary way
     fresh = readers.raw_connection()
     assert fresh.driver_connection.info.backend_pid != lost_pid  # the pool was renewed

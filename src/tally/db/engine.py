@@ -227,23 +227,26 @@ def read_outside_transaction(engine: sa.Engine, sql: str) -> object:
     readers = _autocommit_pool(engine)
     if readers is not None:
         try:
-            conn = readers.raw_connection()
-        except Exception:  # noqa: BLE001 - told by the ordinary path below
-            conn = None
-        if conn is not None:
-            try:
-                cursor = conn.cursor()
-                cursor.execute(sql)
-                row = cursor.fetchone()
-                cursor.close()
-                return row[0] if row else None
-            except Exception:  # noqa: BLE001 - the server went? drop them all, read again
-                conn.invalidate()
-                readers.dispose()
-            finally:
-                conn.close()
+            return _first_value(readers, sql)
+        except Exception:  # noqa: BLE001 - the server went? a fresh pool; read the usual way
+            readers.dispose()
     with transaction(engine) as conn:
         return conn.exec_driver_sql(sql).scalar()
+
+
+def _first_value(readers: sa.Engine, sql: str) -> object:
+    conn = readers.raw_connection()
+    try:
+        cursor = conn.cursor()
+        cursor.execute(sql)
+        row = cursor.fetchone()
+        cursor.close()
+        return row[0] if row else None
+    except Exception:
+        conn.invalidate()  # not back into the pool
+        raise
+    finally:
+        conn.close()
 
 
 def _autocommit_pool(engine: sa.Engine) -> sa.Engine | None:

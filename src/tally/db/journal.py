@@ -100,7 +100,7 @@ def current(conn: sa.Connection) -> int:
     return conn.execute(_VERSION).scalar() or 0
 
 
-_VERSION_TEXT = f"SELECT version FROM {t.ledger_version.name} WHERE id = 1"
+_VERSION_TEXT = str(_VERSION.compile(compile_kwargs={"literal_binds": True}))  # for any driver
 
 
 def peek(engine: sa.Engine) -> int:

@@ -136,14 +136,14 @@ PROVIDER_STAMP = sa.func.coalesce(
 )
 
 
-def newest_stamp(conn: sa.Connection | sa.Engine, raw: Iterable) -> dt.datetime | None:
-    """The newest of raw `PROVIDER_STAMP` values as the driver returned them
+def newest_stamp(bind: sa.Connection | sa.Engine, raw: Iterable) -> dt.datetime | None:
+    """The newest of raw `PROVIDER_STAMP` values as `bind`'s driver returned them
     (datetimes, or on SQLite strings of one fixed-width format: either way the
     newest is their max), as a datetime."""
     newest = max(filter(None, raw), default=None)
     if newest is None:
         return None
-    dialect = conn.dialect
+    dialect = bind.dialect
     convert = PROVIDER_STAMP.type.dialect_impl(dialect).result_processor(dialect, None)
     return convert(newest) if convert is not None else newest
 
