@@ -35,7 +35,7 @@ from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
 from waitress.parser import HTTPRequestParser
 from waitress.server import TcpWSGIServer
-from waitress.task import ErrorTask, ThreadedTaskDispatcher
+from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import BadRequest, RequestEntityTooLarge
 
 from tally.placement.faults import server_error_document
@@ -206,9 +206,41 @@ def refusal_body(status: int, title: str, detail: str, request_id: str) -> bytes
     return json.dumps(server_error_document(status, title, detail, request_id)).encode()
 
 
+JOIN_HEADER_BELOW = 65536  # a body block below this size goes out in one send with the header
+
+
+class _Task(WSGITask):
+    """waitress's task, sending the response header and a small first body block in
+    one send (waitress sends each as it comes: two segments, and two reads for the
+    client, for every small answer)."""
+
+    def write(self, data: bytes) -> None:
+        if self.wrote_header or not self.complete:
+            return super().write(data)
+        joined = len(data) < JOIN_HEADER_BELOW
+        channel = self.channel
+        channel.held = self.build_response_header()
+        self.wrote_header = True
+        try:
+            super().write(data if joined else b"")
+        finally:
+            held, channel.held = channel.held, b""
+            if held:  # no body (HEAD, 204, 304), or a big one: the header alone
+                channel.write_soon(held)
+        if not joined:
+            super().write(data)
+
+
 class _Channel(HTTPChannel):
     parser_class = _Parser
+    task_class = _Task
     error_task_class = _ErrorTask
+    held = b""  # the response header, waiting for the first body block
+
+    def write_soon(self, data: bytes) -> int:
+        if self.held and data:
+            data, self.held = self.held + data, b""
+        return super().write_soon(data)
 
 
 class _Server(TcpWSGIServer):
