@@ -6,6 +6,8 @@ compare as `(major, minor)` tuples: `mv >= (1, 15)`).
 
 from __future__ import annotations
 
+import functools
+
 import microversion_parse
 from microversion_parse import Version
 
@@ -67,8 +69,12 @@ class MicroversionError(Exception):
         self.status = status
 
 
-def parse(headers: dict[str, str]) -> Version:
-    """The version a request asks for; the minimum when it asks for none."""
+@functools.lru_cache(maxsize=64)  # clients send a handful of values: each parsed once
+def parse(header: str | None) -> Version:
+    """The version a request asks for in its `OpenStack-API-Version` header (None:
+    absent); the minimum when it asks for none. (The Version returned is shared:
+    no caller changes it.)"""
+    headers = {} if header is None else {HEADER: header}
     try:
         return microversion_parse.extract_version(headers, SERVICE_TYPE, VERSIONS)
     except ValueError as exc:

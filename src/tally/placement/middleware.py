@@ -135,9 +135,8 @@ class Microversion:
     """Parses `OpenStack-API-Version` into `req.context.version`."""
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
-        headers = {k.lower(): v for k, v in req.headers.items()}
         try:
-            req.context.version = microversion.parse(headers)
+            req.context.version = microversion.parse(req.get_header(microversion.HEADER))
         except microversion.MicroversionError as exc:
             if exc.status == 406:
                 raise NotAcceptable(

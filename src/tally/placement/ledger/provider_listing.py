@@ -66,5 +66,4 @@ def listed(view: View, f: ProviderFilter) -> list[tuple]:
     for agg_uuid in f.forbidden_aggregates:
         if agg_uuid in index.aggregate_ids:
             found -= index.members.get(index.aggregate_ids[agg_uuid], set())
-    row = index.listing_row
-    return [row(rp) for rp in sorted(found)]
+    return index.listing_rows(sorted(found))

@@ -21,7 +21,7 @@ import resource
 import threading
 import weakref
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import orjson
@@ -363,23 +363,19 @@ class Index:
         kept, rows, build = self._summaries, self.rows, self.summary
         return {rows[rp][0]: kept.get(rp) or build(rp) for rp in providers}
 
-    def listing_row(self, rp: int) -> tuple:
-        """`(uuid, name, generation, parent uuid or None, root uuid, stamp)`, the
-        row `GET /resource_providers` shows (kept until the provider changes)."""
-        found = self._listing_rows.get(rp)
-        if found is None:
-            uuid, parent, root = self.rows[rp]
-            name, generation, stamp = self.shown[rp]
-            rows = self.rows
-            parent_uuid = rows[parent][0] if parent is not None else None
-            found = self._listing_rows[rp] = (
-                uuid,
-                name,
-                generation,
-                parent_uuid,
-                rows[root][0],
-                stamp,
-            )
+    def listing_rows(self, providers: Iterable[int]) -> list[tuple]:
+        """`(uuid, name, generation, parent uuid or None, root uuid, stamp)` of each
+        provider, the rows `GET /resource_providers` shows (each kept until its
+        provider changes: a listing of thousands is a lookup per provider)."""
+        get, build = self._listing_rows.get, self._listing_row
+        return [get(rp) or build(rp) for rp in providers]
+
+    def _listing_row(self, rp: int) -> tuple:
+        uuid, parent, root = self.rows[rp]
+        name, generation, stamp = self.shown[rp]
+        rows = self.rows
+        parent_uuid = rows[parent][0] if parent is not None else None
+        found = self._listing_rows[rp] = (uuid, name, generation, parent_uuid, rows[root][0], stamp)
         return found
 
     def fitting(self, rc: int, amount: int) -> list[Stock]:
