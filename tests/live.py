@@ -1,6 +1,7 @@
-"""Helpers of the tests that run real processes: a free port, a live `tally serve`, a
-quiet JSON request handler for fake services, and throw-away venvs of other projects'
-packages (cached under /tmp between runs)."""
+"""Helpers of the tests that run real servers: a free port, a live `tally serve`,
+`tally.serving` in a thread of the test, a quiet JSON request handler for fake
+services, and throw-away venvs of other projects' packages (cached under /tmp
+between runs)."""
 
 from __future__ import annotations
 
@@ -14,10 +15,12 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -27,6 +30,24 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def serving_thread(app: Callable, limits: Any = None) -> Iterator[tuple[str, Any]]:
+    """`tally.serving`'s server for the WSGI `app` in a thread of this process (on a
+    port of its own, with `limits` or the defaults): its URL and the server."""
+    from tally import serving
+
+    sock = serving.listen("127.0.0.1", 0)
+    server = serving.make_server(app, sock, limits or serving.Limits(threads=2))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", server
+    finally:
+        server.close()
+        server.task_dispatcher.shutdown()
+        thread.join(5)
 
 
 @contextlib.contextmanager

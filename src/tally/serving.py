@@ -14,6 +14,7 @@ before any app code runs.
                     passes SIGTERM/SIGINT on and waits for them
     worker:         builds the app (and the lab's ticker) after the fork, then
                     I/O loop --complete request--> thread pool --> WSGI app
+                    (the loop: `tally.io_loop`, on epoll where there is one)
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import BadRequest, RequestEntityTooLarge
 
+from tally import io_loop
 from tally.placement.faults import server_error_document
 
 log = logging.getLogger("tally.serving")
@@ -250,6 +252,15 @@ class _Server(TcpWSGIServer):
     channel_class = _Channel
     master_pid: int | None = None
 
+    def run(self) -> None:
+        """waitress's loop, on epoll where there is one (`tally.io_loop`)."""
+        if not io_loop.available() or not isinstance(self._map, io_loop.Channels):
+            return super().run()
+        try:
+            io_loop.EpollLoop(self._map, self).run(self.adj.asyncore_loop_timeout)
+        except (SystemExit, KeyboardInterrupt):
+            self.task_dispatcher.shutdown()
+
     def maintenance(self, now: float) -> None:
         super().maintenance(now)  # closes connections idle past `idle_seconds`
         if self.master_pid is not None and os.getppid() != self.master_pid:
@@ -295,7 +306,7 @@ def make_server(app: WSGIApp, sock: socket.socket, limits: Limits) -> _Server:
     dispatcher.set_thread_count(limits.threads)
     return _Server(
         app,
-        map={},
+        map=io_loop.Channels(),
         _sock=sock,
         dispatcher=dispatcher,
         adj=adj,

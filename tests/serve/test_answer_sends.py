@@ -2,14 +2,13 @@
 and a small first body block leave in one send, a big body after its header, and
 every byte arrives in order whatever the app's blocks.
 
-The server runs in a thread of the test on a port of its own; `sent` records what
-each send of the server's connections put on the socket.
+The server runs in a thread of the test (`tests.live.serving_thread`); `sent`
+records what each send of the server's connections put on the socket.
 """
 
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ import httpx
 import pytest
 
 from tally import serving
+from tests.live import serving_thread
 
 Answer = tuple[str, list[tuple[str, str]], list[bytes]]
 
@@ -38,18 +38,10 @@ def served(answer: Answer) -> Iterator[tuple[str, list[bytes]]]:
         sent.append(bytes(data[:count]))
         return count
 
-    sock = serving.listen("127.0.0.1", 0)
-    server = serving.make_server(app, sock, serving.Limits(threads=2))
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(serving._Channel, "send", recording_send)
-        thread = threading.Thread(target=server.run, daemon=True)
-        thread.start()
-        try:
-            yield f"http://127.0.0.1:{sock.getsockname()[1]}", sent
-        finally:
-            server.close()
-            server.task_dispatcher.shutdown()
-            thread.join(5)
+        with serving_thread(app) as (url, _server):
+            yield url, sent
 
 
 def json_answer(body: bytes, status: str = "200 OK") -> Answer:
