@@ -80,6 +80,7 @@ class EpollLoop:
         self.ask(self.server._fileno)  # (may run the maintenance)
         if self.server.next_channel_cleanup != maintained:
             asked.update(channels)
+        asked.discard(self.server._fileno)  # (asked already)
         for fd in asked:
             self.ask(fd)
         for fd, flags in self.epoll.poll(timeout):
@@ -96,8 +97,7 @@ class EpollLoop:
         dispatcher = self.channels.get(fd)
         if dispatcher is None:
             self.unsettled.discard(fd)
-            if self.registered.pop(fd, None) is not None:
-                self._forget(fd)
+            self._forget(fd)
             return
         flags = READ if dispatcher.readable() else 0
         if dispatcher.writable() and not dispatcher.accepting:
@@ -110,8 +110,7 @@ class EpollLoop:
         if before is not None and before[0] is dispatcher and before[1] == flags:
             return
         if flags == 0:
-            if self.registered.pop(fd, None) is not None:
-                self._forget(fd)
+            self._forget(fd)
             return
         try:
             if before is not None and before[0] is dispatcher:
@@ -132,7 +131,10 @@ class EpollLoop:
             self.epoll.modify(fd, flags)
 
     def _forget(self, fd: int) -> None:
+        """Take `fd` out of the set, if it is in."""
+        if self.registered.pop(fd, None) is None:
+            return
         try:
             self.epoll.unregister(fd)
-        except (FileNotFoundError, OSError, ValueError):
+        except (OSError, ValueError):
             pass  # closed already: epoll dropped it with its socket

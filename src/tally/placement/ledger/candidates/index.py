@@ -375,8 +375,8 @@ class Index:
         name, generation, stamp = self.shown[rp]
         rows = self.rows
         parent_uuid = rows[parent][0] if parent is not None else None
-        found = self._listing_rows[rp] = (uuid, name, generation, parent_uuid, rows[root][0], stamp)
-        return found
+        row = self._listing_rows[rp] = (uuid, name, generation, parent_uuid, rows[root][0], stamp)
+        return row
 
     def fitting(self, rc: int, amount: int) -> list[Stock]:
         """The inventories of a class one allocation of `amount` fits in, in
