@@ -49,9 +49,9 @@ def test_a_global_request_id_is_logged_with_user_and_project(client, caplog):
     "sent",
     [
         "req-not-a-uuid",
-        str(uuid.uuid4()),  # no req- prefix
-        f"req-{uuid.uuid4()}".upper(),
-        f"req-{uuid.uuid4()}\nforged line",
+        "1045f18b-710a-47ae-818b-5e753885b3b1",  # no req- prefix
+        "REQ-47859B9B-60F0-41F9-816E-CFD6AC5C91BB",
+        "req-4dece224-3002-4592-8286-e888082ffb60\nforged line",
     ],
 )
 def test_anything_else_is_ignored(client, caplog, sent):
