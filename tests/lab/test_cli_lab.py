@@ -52,6 +52,18 @@ def test_hosts_boot_migrate_step(lab):
     assert cold["migration_type"] == "migration"
 
 
+def test_boot_from_volume_claims_no_root_disk(lab):
+    lab.hosts("cmp")
+    lab.flavor()  # m1.small: VCPU 1, MEMORY_MB 2048, DISK_GB 20
+    booted = json.loads(run(lab, "boot", "vol", "--boot-from-volume", "20", "-f", "json"))
+    server = lab.server_doc(booted[0]["id"])
+    assert server["status"] == "ACTIVE" and server["image"] == ""
+    assert lab.held(server["id"]) == {
+        lab.host("cmp")["provider_uuid"]: {"VCPU": 1, "MEMORY_MB": 2048}
+    }
+    assert "--boot-from-volume" in run(lab, "boot", "x", "--boot-from-volume", "0", code=2)
+
+
 def test_boot_that_finds_no_host_exits_1(lab):
     lab.hosts("small", vcpus=1, memory_mb=1024)
     lab.flavor()

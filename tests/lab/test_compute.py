@@ -53,6 +53,42 @@ def test_server_create_claims_through_placement(cloud):
     assert (owner["project_id"], owner["user_id"]) == ("admin", "admin")
 
 
+ROOT_VOLUME = {"boot_index": 0, "source_type": "image", "destination_type": "volume"}
+
+
+def test_a_server_booted_from_a_volume_claims_no_root_disk(cloud):
+    cloud.flavor("m1.swap", disk=20, swap=1024, **{"OS-FLV-EXT-DATA:ephemeral": 5})
+    mapping = [{**ROOT_VOLUME, "uuid": "9b1c6e2a-6f0e-4a57-9d0c-1d2b3c4d5e6f", "volume_size": 20}]
+    server = cloud.boot("bfv", "m1.swap", block_device_mapping_v2=mapping)
+    assert server["status"] == "ACTIVE" and server["image"] == ""  # as Nova shows it
+    host = cloud.host(server["OS-EXT-SRV-ATTR:host"])
+    # no root disk on the host: only ephemeral 5 + swap 1 GB are local
+    assert cloud.held(server["id"]) == {
+        host["provider_uuid"]: {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 6}
+    }
+    image_backed = cloud.boot("local", "m1.swap")
+    assert image_backed["image"]["id"]  # never "": that would read as booted from a volume
+    assert cloud.held(image_backed["id"])[image_backed_rp(cloud, image_backed)]["DISK_GB"] == 26
+    local_root = [{**ROOT_VOLUME, "destination_type": "local"}]
+    assert cloud.boot("local2", "m1.swap", block_device_mapping_v2=local_root)["image"] != ""
+
+
+def image_backed_rp(cloud, server):
+    return cloud.host(server["OS-EXT-SRV-ATTR:host"])["provider_uuid"]
+
+
+def test_a_server_booted_from_a_volume_moves_without_a_root_disk(cloud):
+    server = cloud.boot(
+        "bfv", block_device_mapping_v2=[ROOT_VOLUME], availability_zone="nova:cmp-1"
+    )
+    cloud.action(server["id"], {"migrate": {"host": "cmp-3"}})
+    cloud.step(3)
+    cloud.action(server["id"], {"confirmResize": None})
+    assert cloud.held(server["id"]) == {
+        cloud.host("cmp-3")["provider_uuid"]: {"VCPU": 1, "MEMORY_MB": 2048}
+    }
+
+
 def test_servers_spread_by_free_ram(cloud):
     hosts = {cloud.boot(f"vm-{n}")["OS-EXT-SRV-ATTR:host"] for n in range(3)}
     assert hosts == {"cmp-1", "cmp-2", "cmp-3"}
@@ -298,6 +334,15 @@ def test_bad_requests_name_the_problem(cloud):
     with pytest.raises(ComputeError) as caught:
         cloud.compute.post("/servers/x/action", {"migrate": None})
     assert caught.value.status == 404
+    for mapping in (
+        "vda",
+        ["vda"],
+        [{"boot_index": [0]}],
+        [{**ROOT_VOLUME, "destination_type": "x"}],
+    ):
+        with pytest.raises(ComputeError) as caught:
+            cloud.boot("x", block_device_mapping_v2=mapping)
+        assert caught.value.status == 400 and "block_device_mapping_v2" in caught.value.detail
     response = cloud.http.post(
         "/compute/v2.1/servers",
         content=b"{",

@@ -254,6 +254,19 @@ def test_heal_gives_a_server_its_flavor_on_its_host(broken):
     assert run(broken, "heal") == (4, [])  # nothing to heal
 
 
+def test_heal_gives_a_server_booted_from_a_volume_no_root_disk(broken):
+    root_volume = [{"boot_index": 0, "source_type": "image", "destination_type": "volume"}]
+    server = broken.boot("vol", block_device_mapping_v2=root_volume, availability_zone="nova:cmp-1")
+    claimed = broken.held(server["id"])
+    assert claimed == {broken.rp["cmp-1"]: {"VCPU": 1, "MEMORY_MB": 2048}}
+    broken.placement.delete(f"/allocations/{server['id']}")
+    code, dry = run(broken, "heal", "--instance", server["id"])
+    assert code == 0 and dry[0]["allocations"] == claimed  # as Nova's heal_allocations
+    code, done = run(broken, "heal", "--instance", server["id"], "--apply")
+    assert code == 0 and done[0]["applied"]
+    assert broken.held(server["id"]) == claimed
+
+
 def test_heal_max_count(broken):
     for server in (broken.web, broken.db):
         broken.placement.delete(f"/allocations/{server['id']}")

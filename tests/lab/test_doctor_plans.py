@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tally.doctor.heal import flavor_resources
+from tally.flavors import claimed_resources
 from tests.conftest import PG_SERVER
 from tests.live import install_osc, tally_serve
 
@@ -124,7 +124,7 @@ def flavor(op: Operator, server: dict[str, Any]) -> dict[str, int]:
     found = server["flavor"]
     if "vcpus" not in found:
         found = op.compute(f"/flavors/{found['id']}")["flavor"]
-    return flavor_resources(found)
+    return claimed_resources(found, volume_backed=server["image"] == "")
 
 
 def the_change(op: Operator, rp: str, how: str) -> tuple[str, int]:

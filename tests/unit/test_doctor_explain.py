@@ -1,4 +1,4 @@
-"""Heal's flavor rule and the candidates judge, without a server (the explain plan is
+"""The flavor rule and the candidates judge, without a server (the explain plan is
 tested end to end per fault in tests/lab/test_doctor_plans.py)."""
 
 from __future__ import annotations
@@ -7,19 +7,30 @@ import httpx
 import pytest
 
 from tally.clients.placement import PlacementClient
-from tally.doctor import candidates, heal
+from tally.doctor import candidates
+from tally.flavors import claimed_resources
+
+FLAVOR = {
+    "vcpus": 2,
+    "ram": 4096,
+    "disk": 20,
+    "ephemeral": 5,
+    "swap": 1500,
+    "extra_specs": {"resources:VCPU": "0", "resources:CUSTOM_PMEM": "1", "hw:x": "y"},
+}
 
 
 def test_flavor_resources_follow_nova():
-    flavor = {
-        "vcpus": 2,
-        "ram": 4096,
-        "disk": 20,
-        "ephemeral": 5,
-        "swap": 1500,
-        "extra_specs": {"resources:VCPU": "0", "resources:CUSTOM_PMEM": "1", "hw:x": "y"},
-    }
-    assert heal.flavor_resources(flavor) == {"MEMORY_MB": 4096, "DISK_GB": 27, "CUSTOM_PMEM": 1}
+    # DISK_GB 20 root + 5 ephemeral + 1500 MB swap rounded up to 2 GB; VCPU removed
+    assert claimed_resources(FLAVOR) == {"MEMORY_MB": 4096, "DISK_GB": 27, "CUSTOM_PMEM": 1}
+
+
+def test_a_server_booted_from_a_volume_claims_no_root_disk():
+    assert claimed_resources(FLAVOR, volume_backed=True)["DISK_GB"] == 7  # ephemeral + swap
+    rootless = {"vcpus": 1, "ram": 512, "disk": 10}
+    assert claimed_resources(rootless, volume_backed=True) == {"VCPU": 1, "MEMORY_MB": 512}
+    pinned = {**rootless, "extra_specs": {"resources:DISK_GB": "3"}}  # an extra spec still wins
+    assert claimed_resources(pinned, volume_backed=True)["DISK_GB"] == 3
 
 
 def test_candidate_resources_parse():

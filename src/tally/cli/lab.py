@@ -190,14 +190,28 @@ def host_set(ctx: Context, out: Output, name: str, **config: Any) -> None:
 @click.option("--count", default=1, show_default=True, help="How many (NAME-1..NAME-COUNT).")
 @click.option("--host", help="Force this compute host (admin).")
 @click.option("--image", default="", help="Image reference recorded on the server.")
+@click.option(
+    "--boot-from-volume",
+    "volume_gb",
+    type=click.IntRange(min=1),
+    help="Root disk on a new volume of this many GB (as `openstack server create "
+    "--boot-from-volume`): no DISK_GB is claimed for it.",
+)
 @output_options
 @pass_context
 def boot(
-    ctx: Context, out: Output, name: str, flavor: str, count: int, host: str | None, image: str
+    ctx: Context,
+    out: Output,
+    name: str,
+    flavor: str,
+    count: int,
+    host: str | None,
+    image: str,
+    volume_gb: int | None,
 ) -> None:
     """Boot servers called NAME (scheduled and claimed in Placement; ERROR when no host fits)."""
     client = compute(ctx)
-    spec = {
+    spec: dict[str, Any] = {
         "name": name,
         "flavorRef": flavor,
         "imageRef": image,
@@ -205,6 +219,12 @@ def boot(
         "max_count": count,
         "return_reservation_id": True,
     }
+    if volume_gb:  # the image goes into the volume; the server itself has none
+        root = {"boot_index": 0, "source_type": "image", "destination_type": "volume"}
+        spec["block_device_mapping_v2"] = [
+            {**root, "uuid": image, "volume_size": volume_gb, "delete_on_termination": True}
+        ]
+        del spec["imageRef"]
     if host:
         spec["availability_zone"] = f"nova:{host}"
     reservation = client.post("/servers", {"server": spec})["reservation_id"]

@@ -19,7 +19,7 @@ from typing import Any
 from tally import capacity
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
-from tally.doctor.heal import flavor_resources
+from tally.flavors import claimed_resources
 
 # Nova's numbered request groups (resources1:..., trait_GPU:...): not one group.
 SUFFIXED_SPEC = re.compile(r"^(resources|trait)[^:]+:")
@@ -89,7 +89,7 @@ def flavor_shape(
     if specs is None:  # before compute 2.61
         specs = compute.get(f"/flavors/{flavor['id']}/os-extra_specs").get("extra_specs") or {}
     ephemeral = flavor.get("OS-FLV-EXT-DATA:ephemeral", flavor.get("ephemeral"))
-    resources = flavor_resources({**flavor, "ephemeral": ephemeral, "extra_specs": specs})
+    resources = claimed_resources({**flavor, "ephemeral": ephemeral, "extra_specs": specs})
     traits = []
     for key, value in sorted(specs.items()):
         if key.startswith("trait:") and value in ("required", "forbidden"):

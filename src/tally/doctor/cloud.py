@@ -16,6 +16,7 @@ from typing import Any
 from tally.clients.allocations import Allocations, held
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
+from tally.flavors import claimed_resources
 
 Progress = Callable[[int, int], None]
 PAGE = 1000
@@ -45,6 +46,9 @@ class Server:
     flavor: dict[str, Any]  # embedded from 2.47; {"id": ...} before
     project_id: str | None
     user_id: str | None
+    # booted from a volume: the compute API shows its image as "" (Nova's first test
+    # too), and Nova claims no DISK_GB for its root disk
+    volume_backed: bool = False
 
     @property
     def label(self) -> str:
@@ -208,6 +212,7 @@ def _server(s: dict[str, Any]) -> Server:
         flavor=s.get("flavor") or {},
         project_id=s.get("tenant_id"),
         user_id=s.get("user_id"),
+        volume_backed=s.get("image") == "",
     )
 
 
@@ -257,6 +262,12 @@ def flavor_of(compute: ComputeClient, server: Server) -> dict[str, Any]:
     except ClientError:
         return {}
     return {**flavor, "extra_specs": specs.get("extra_specs") or {}}
+
+
+def server_claims(compute: ComputeClient, server: Server) -> dict[str, int]:
+    """What Nova claims for the server on its host: its flavor's resources, without
+    the root disk when it was booted from a volume ({} when the flavor is gone)."""
+    return claimed_resources(flavor_of(compute, server), volume_backed=server.volume_backed)
 
 
 # ---------------------------------------------------------------- placement

@@ -31,8 +31,7 @@ from typing import Any
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
 from tally.doctor import audit as audits
-from tally.doctor.cloud import flavor_of
-from tally.doctor.heal import flavor_resources
+from tally.doctor.cloud import server_claims
 from tally.doctor.history import Histories, Trace
 from tally.doctor.inventory_check import InventoryCheck, check_change, largest_safe_reserved
 
@@ -192,7 +191,7 @@ class _Planner:
             stale = self._stale_hold(f)
             change: dict[str, int] = _neg(f.allocations.get(self.rp, {}))
             if f.host_provider == self.rp and stale is None:  # its flavor comes here
-                for rc, n in flavor_resources(flavor_of(self.compute, server)).items():
+                for rc, n in server_claims(self.compute, server).items():
                     change[rc] = change.get(rc, 0) + n
             self.done.add(stale or "")  # a stale hold taken back stays, as the server's
             where = self.books.name(f.host_provider or "") if f.host_provider else server.host
@@ -238,7 +237,7 @@ class _Planner:
             text = f"give {names} their flavor on the new provider of {host}"
             gained: dict[str, int] = {}
             for server in stranded:
-                for rc, n in flavor_resources(flavor_of(self.compute, server)).items():
+                for rc, n in server_claims(self.compute, server).items():
                     gained[rc] = gained.get(rc, 0) + n
             self._step(text, "tally heal --apply", gained)
 

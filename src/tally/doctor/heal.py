@@ -2,8 +2,9 @@
 repair of a server accounted where it does not run.
 
 - create: a server on a host that holds nothing gets its flavor (VCPU, MEMORY_MB,
-  DISK_GB = root + ephemeral + swap rounded up to GB; `resources:CLASS=N` extra specs
-  override, 0 removes) on its host's provider;
+  DISK_GB = root + ephemeral + swap rounded up to GB, no root for a server booted from
+  a volume; `resources:CLASS=N` extra specs override, 0 removes) on its host's
+  provider (`tally.flavors`);
 - take back: a server that holds nothing on its host while a finished (or failed)
   move of it still holds there (a live migration that failed half-way) gets that hold
   back, and gives up what it holds elsewhere, in one POST /allocations;
@@ -20,9 +21,6 @@ Every write carries the consumer generation read.
 from __future__ import annotations
 
 import dataclasses
-import math
-from collections.abc import Mapping
-from typing import Any
 
 from tally.clients import allocations as allocs
 from tally.clients.compute import ComputeClient
@@ -34,11 +32,11 @@ from tally.doctor.cloud import (
     Cloud,
     Progress,
     Server,
-    flavor_of,
     host_provider,
     migration_holds,
     read_books,
     read_cloud,
+    server_claims,
 )
 
 INCOMPLETE = "00000000-0000-0000-0000-000000000000"  # Placement's default for a missing id
@@ -76,21 +74,6 @@ class HealReport:
     def stranded(self) -> tuple[Healing, ...]:
         """Servers whose host has no provider: nothing to heal them onto."""
         return tuple(h for h in self.healings if h.action == NO_PROVIDER)
-
-
-def flavor_resources(flavor: Mapping[str, Any]) -> dict[str, int]:
-    """What a server of this flavor claims."""
-    wanted = {
-        "VCPU": int(flavor.get("vcpus") or 0),
-        "MEMORY_MB": int(flavor.get("ram") or 0),
-        "DISK_GB": int(flavor.get("disk") or 0)
-        + int(flavor.get("ephemeral") or 0)
-        + math.ceil(int(flavor.get("swap") or 0) / 1024),
-    }
-    for key, value in (flavor.get("extra_specs") or {}).items():
-        if key.startswith("resources:"):
-            wanted[key.split(":", 1)[1]] = int(value)
-    return {rc: n for rc, n in wanted.items() if n > 0}
 
 
 def heal(
@@ -179,8 +162,7 @@ class _Healer:
         return dataclasses.replace(healing, applied=True)
 
     def _from_flavor(self, server: Server, current: allocs.Consumer, rp: str) -> Healing:
-        flavor = flavor_of(self.compute, server)
-        wanted = flavor_resources(flavor)
+        wanted = server_claims(self.compute, server)
         if not wanted:
             why = f"its flavor {server.flavor.get('id')} is gone: nothing to heal it from"
             return Healing(server.id, CREATE, {}, why, error=why)

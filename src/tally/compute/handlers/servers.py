@@ -47,7 +47,31 @@ def _request(spec: dict[str, Any]) -> ops.ServerRequest:
         count=max_count,
         min_count=min_count,
         host=host,
+        volume_backed=_boots_from_volume(spec.get("block_device_mapping_v2")),
     )
+
+
+def _boots_from_volume(mappings: Any) -> bool:
+    """Whether the block device mapping (v2) puts the root disk (boot_index 0) on a
+    volume; the lab keeps no volumes, only this fact."""
+    if mappings is None:
+        return False
+    bad = BadRequest("Invalid input for field/attribute block_device_mapping_v2.")
+    if not isinstance(mappings, list) or not all(isinstance(m, dict) for m in mappings):
+        raise bad
+    for mapping in mappings:
+        index = mapping.get("boot_index")
+        if isinstance(index, bool) or not isinstance(index, int | str | None):
+            raise bad
+        if index is None or str(index).strip() != "0":
+            continue
+        target = mapping.get("destination_type")
+        if target not in (None, "local", "volume"):
+            raise bad
+        if target is None:  # as Nova: a volume or a snapshot boots from a volume
+            return mapping.get("source_type") in ("volume", "snapshot")
+        return target == "volume"
+    return False
 
 
 def _filters(req: falcon.Request) -> ops.ServerFilters:

@@ -23,7 +23,7 @@ from typing import Any
 from tally.compute.context import Identity, Lab
 from tally.compute.errors import BadRequest, Conflict, Forbidden, NotFound, NoValidHost
 from tally.compute.ops import servers
-from tally.compute.ops.scheduler import claim_destination, resources_for
+from tally.compute.ops.scheduler import claim_destination
 from tally.compute.store import hosts as host_store
 from tally.compute.store import migrations as store
 from tally.compute.store import servers as server_store
@@ -110,7 +110,7 @@ def start(
     )
     plan = PLANS[kind]
     server_store.update(lab.engine, server_uuid, now, task_state=plan.tasks["accepted"])
-    resources = resources_for(server["flavor"])
+    resources = servers.claims_of(server)
     try:
         if kind == EVACUATION:
             rp = claim_destination(

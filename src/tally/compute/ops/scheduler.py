@@ -11,7 +11,6 @@ with POST /allocations, up to a thousand consumers a request.
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,22 +20,6 @@ from tally.compute.report import ClaimConflict
 from tally.compute.store import hosts as host_store
 
 ATTEMPTS = 3
-
-
-def resources_for(flavor: Mapping[str, Any]) -> dict[str, int]:
-    """What one server of this flavor claims; `resources:CLASS=N` extra specs
-    override or add classes (0 removes one), as in Nova."""
-    wanted = {
-        "VCPU": int(flavor["vcpus"]),
-        "MEMORY_MB": int(flavor["ram"]),
-        "DISK_GB": int(flavor["disk"])
-        + int(flavor.get("ephemeral") or 0)
-        + math.ceil(int(flavor.get("swap") or 0) / 1024),
-    }
-    for key, value in (flavor.get("extra_specs") or {}).items():
-        if key.startswith("resources:"):
-            wanted[key.split(":", 1)[1]] = int(value)
-    return {rc: n for rc, n in wanted.items() if n > 0}
 
 
 def select(

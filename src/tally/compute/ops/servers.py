@@ -11,15 +11,20 @@ from typing import Any
 
 from tally.compute.context import Identity, Lab
 from tally.compute.errors import BadRequest, Forbidden, NotFound, NoValidHost
-from tally.compute.ops.scheduler import claim_new, resources_for
+from tally.compute.ops.scheduler import claim_new
 from tally.compute.states import POWER_NOSTATE, POWER_RUNNING, status_of
 from tally.compute.store import flavors as flavor_store
 from tally.compute.store import hosts as host_store
 from tally.compute.store import migrations as migration_store
 from tally.compute.store import servers as store
+from tally.flavors import claimed_resources
 
 log = logging.getLogger("tally.compute")
 MAX_COUNT = 10000
+# The lab has no image service: a server booted with no imageRef, and not from a
+# volume, records this image, so that its image is never "" (what the compute API
+# shows only for a server booted from a volume).
+LAB_IMAGE = "00000000-0000-4000-8000-00000000a1b0"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -30,6 +35,7 @@ class ServerRequest:
     count: int = 1
     min_count: int = 1
     host: str | None = None  # forced host (admin): availability_zone "nova:HOST" or `host`
+    volume_backed: bool = False  # its root disk is a volume: no DISK_GB claimed for it
 
 
 def flavor_snapshot(flavor: Mapping[str, Any]) -> dict[str, Any]:
@@ -73,7 +79,7 @@ def create(lab: Lab, who: Identity, request: ServerRequest) -> list[dict[str, An
             "project_id": who.project_id,
             "user_id": who.user_id,
             "flavor": snapshot,
-            "image_ref": request.image,
+            "image_ref": "" if request.volume_backed else request.image or LAB_IMAGE,
             "host": None,
             "vm_state": "building",
             "task_state": None,
@@ -89,7 +95,12 @@ def create(lab: Lab, who: Identity, request: ServerRequest) -> list[dict[str, An
     ]
     try:
         placed = claim_new(
-            lab, uuids, resources_for(snapshot), who.project_id, who.user_id, forced_host=forced
+            lab,
+            uuids,
+            claims_of(rows[0]),
+            who.project_id,
+            who.user_id,
+            forced_host=forced,
         )
     except NoValidHost as exc:
         fault = {"code": 500, "message": exc.message, "created": _iso(now)}
@@ -106,6 +117,12 @@ def create(lab: Lab, who: Identity, request: ServerRequest) -> list[dict[str, An
             )
     store.create(lab.engine, rows)
     return rows
+
+
+def claims_of(server: Mapping[str, Any]) -> dict[str, int]:
+    """What the server claims in Placement: its flavor, without the root disk when it
+    was booted from a volume (its image is then "")."""
+    return claimed_resources(server["flavor"], volume_backed=not server["image_ref"])
 
 
 def _name(request: ServerRequest, index: int) -> str:
