@@ -267,6 +267,24 @@ def test_heal_gives_a_server_booted_from_a_volume_no_root_disk(broken):
     assert broken.held(server["id"]) == claimed
 
 
+def test_heal_gives_a_pinned_server_pcpu(broken):
+    """A flavor with hw:cpu_policy=dedicated claims PCPU (a host with cpu_dedicated_set
+    reports it); healed with VCPU, its pinned CPUs would be free for the next one."""
+    rp = broken.rp["cmp-1"]
+    found = broken.placement.inventories(rp)
+    pcpu = {"total": 8, "reserved": 0, "min_unit": 1, "max_unit": 8, "step_size": 1}
+    inventories = {**found["inventories"], "PCPU": {**pcpu, "allocation_ratio": 1.0}}
+    broken.placement.put_inventories(rp, found["resource_provider_generation"], inventories)
+    broken.flavor("pinned", vcpus=2, ram=1024, disk=5, extra_specs={"hw:cpu_policy": "dedicated"})
+    server = broken.boot("nfv", "pinned", availability_zone="nova:cmp-1")
+    claimed = broken.held(server["id"])
+    assert claimed == {rp: {"PCPU": 2, "MEMORY_MB": 1024, "DISK_GB": 5}}
+    broken.placement.delete(f"/allocations/{server['id']}")
+    code, done = run(broken, "heal", "--instance", server["id"], "--apply")
+    assert code == 0 and done[0]["allocations"] == claimed and done[0]["applied"]
+    assert broken.held(server["id"]) == claimed
+
+
 def test_heal_max_count(broken):
     for server in (broken.web, broken.db):
         broken.placement.delete(f"/allocations/{server['id']}")

@@ -33,6 +33,49 @@ def test_a_server_booted_from_a_volume_claims_no_root_disk():
     assert claimed_resources(pinned, volume_backed=True)["DISK_GB"] == 3
 
 
+def with_specs(**specs: str) -> dict:
+    return {"vcpus": 4, "ram": 1024, "disk": 10, "extra_specs": specs}
+
+
+def test_numbered_groups_add_up_and_fill_no_class_twice():
+    flavor = with_specs(**{"resources1:VCPU": "1", "resources_net:VCPU": "2"})
+    assert claimed_resources(flavor) == {"VCPU": 3, "MEMORY_MB": 1024, "DISK_GB": 10}
+    flavor = with_specs(**{"resources1:SRIOV_NET_VF": "2", "resources:SRIOV_NET_VF": "1"})
+    assert claimed_resources(flavor)["SRIOV_NET_VF"] == 3
+    assert claimed_resources(flavor, numbered=False)["SRIOV_NET_VF"] == 1  # one query's group
+    # PCPU asked: the flavor's vcpus are not added as VCPU
+    pinned = claimed_resources(with_specs(**{"resources:PCPU": "4"}))
+    assert pinned == {"PCPU": 4, "MEMORY_MB": 1024, "DISK_GB": 10}
+
+
+def test_dedicated_and_mixed_cpu_policies_ask_pcpu():
+    base = {"MEMORY_MB": 1024, "DISK_GB": 10}
+    assert claimed_resources(with_specs(**{"hw:cpu_policy": "dedicated"})) == {"PCPU": 4, **base}
+    isolate = {"hw:cpu_policy": "dedicated", "hw:emulator_threads_policy": "isolate"}
+    assert claimed_resources(with_specs(**isolate)) == {"PCPU": 5, **base}
+    assert claimed_resources(with_specs(**{"hw:cpu_policy": "shared"}))["VCPU"] == 4
+    for mask, pcpu in (("^0", 3), ("2-3", 2), ("0-3,^1", 3), ("1", 1)):
+        mixed = {"hw:cpu_policy": "mixed", "hw:cpu_dedicated_mask": mask}
+        assert claimed_resources(with_specs(**mixed)) == {"VCPU": 4 - pcpu, "PCPU": pcpu, **base}
+    realtime = {"hw:cpu_policy": "mixed", "hw:cpu_realtime": "yes", "hw:cpu_realtime_mask": "^0"}
+    assert claimed_resources(with_specs(**realtime))["PCPU"] == 3
+
+
+def test_memory_encryption_persistent_memory_and_bad_specs():
+    flavor = with_specs(**{"hw:mem_encryption": "True", "hw:pmem": "4GB,4GB, SMALL"})
+    assert claimed_resources(flavor) == {
+        "VCPU": 4,
+        "MEMORY_MB": 1024,
+        "DISK_GB": 10,
+        "MEM_ENCRYPTION_CONTEXT": 1,
+        "CUSTOM_PMEM_NAMESPACE_4GB": 2,
+        "CUSTOM_PMEM_NAMESPACE_SMALL": 1,
+    }
+    # what Nova ignores (with a warning) is ignored here too
+    ignored = {"resources:NOT_A_CLASS": "1", "resources:VCPU": "two", "resources:DISK_GB": "-1"}
+    assert claimed_resources(with_specs(**ignored)) == claimed_resources(with_specs())
+
+
 def test_candidate_resources_parse():
     assert candidates.parse_resources("VCPU:4, MEMORY_MB:8192") == {"VCPU": 4, "MEMORY_MB": 8192}
     for bad in ("", "VCPU=4", "VCPU:four"):

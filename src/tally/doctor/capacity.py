@@ -4,9 +4,7 @@ One `GET /allocation_candidates` for the shape (no `limit`: every way one instan
 fits), filled by `tally.capacity.fill`; provider names from `GET
 /resource_providers`; for the per-aggregate view, each host's aggregates. A
 flavor's shape comes from the compute API the way Nova turns a flavor into a
-request: VCPU = vcpus, MEMORY_MB = ram, DISK_GB = disk + ephemeral + swap in GiB
-rounded up, then `resources:CLASS=N` extra specs (0 drops a class) and
-`trait:NAME=required|forbidden`.
+request (`tally.flavors`, its unnumbered group) with `trait:NAME=required|forbidden`.
 """
 
 from __future__ import annotations
@@ -89,7 +87,8 @@ def flavor_shape(
     if specs is None:  # before compute 2.61
         specs = compute.get(f"/flavors/{flavor['id']}/os-extra_specs").get("extra_specs") or {}
     ephemeral = flavor.get("OS-FLV-EXT-DATA:ephemeral", flavor.get("ephemeral"))
-    resources = claimed_resources({**flavor, "ephemeral": ephemeral, "extra_specs": specs})
+    unnumbered = {**flavor, "ephemeral": ephemeral, "extra_specs": specs}
+    resources = claimed_resources(unnumbered, numbered=False)  # groups: noted below
     traits = []
     for key, value in sorted(specs.items()):
         if key.startswith("trait:") and value in ("required", "forbidden"):

@@ -1,10 +1,9 @@
 """Heal allocations: the parity of `nova-manage placement heal_allocations`, and the
 repair of a server accounted where it does not run.
 
-- create: a server on a host that holds nothing gets its flavor (VCPU, MEMORY_MB,
-  DISK_GB = root + ephemeral + swap rounded up to GB, no root for a server booted from
-  a volume; `resources:CLASS=N` extra specs override, 0 removes) on its host's
-  provider (`tally.flavors`);
+- create: a server on a host that holds nothing gets what its flavor claims as Nova
+  reckons it (`tally.flavors`: extra specs, pinned CPUs as PCPU, no root disk for a
+  server booted from a volume) on its host's provider;
 - take back: a server that holds nothing on its host while a finished (or failed)
   move of it still holds there (a live migration that failed half-way) gets that hold
   back, and gives up what it holds elsewhere, in one POST /allocations;
