@@ -285,6 +285,39 @@ def test_heal_gives_a_pinned_server_pcpu(broken):
     assert broken.held(server["id"]) == claimed
 
 
+def test_heal_force_keeps_child_and_shared_parts(broken):
+    """A rewrite from the flavor keeps a vGPU on a child provider and disk on shared
+    storage: the flavor rule cannot place them, and dropping them frees what is used."""
+    api, rp, server = broken.placement, broken.rp["cmp-2"], broken.db["id"]
+    gpu = api.post("/resource_providers", {"name": "cmp-2-gpu", "parent_provider_uuid": rp}).json()
+    api.put_inventories(gpu["uuid"], 0, {"VGPU": {"total": 4}})
+    nfs = api.post("/resource_providers", {"name": "nfs"}).json()
+    api.put_inventories(nfs["uuid"], 0, {"DISK_GB": {"total": 1000}})
+    api.put(
+        f"/resource_providers/{nfs['uuid']}/traits",
+        {"resource_provider_generation": 1, "traits": ["MISC_SHARES_VIA_AGGREGATE"]},
+    )
+    held = {
+        rp: {"VCPU": 1, "MEMORY_MB": 2048},
+        gpu["uuid"]: {"VGPU": 1},
+        nfs["uuid"]: {"DISK_GB": 20},
+    }
+    record = api.consumer_allocations(server)
+    api.put(
+        f"/allocations/{server}",
+        {
+            "allocations": {p: {"resources": r} for p, r in held.items()},
+            "project_id": record["project_id"],
+            "user_id": record["user_id"],
+            "consumer_generation": record["consumer_generation"],
+            "consumer_type": "INSTANCE",
+        },
+    )
+    code, done = run(broken, "heal", "--instance", server, "--force", "--apply")
+    assert code == 0 and done[0]["action"] == "replace" and done[0]["applied"]
+    assert broken.held(server) == held  # not VCPU, MEMORY_MB and DISK_GB 20 on cmp-2 alone
+
+
 def test_heal_max_count(broken):
     for server in (broken.web, broken.db):
         broken.placement.delete(f"/allocations/{server['id']}")

@@ -12,6 +12,9 @@ repair of a server accounted where it does not run.
   back completed;
 - `force` rewrites a server's allocations from its flavor even when it has some.
 
+A rewrite (relocate, force) keeps what the server holds on its host's child providers
+and on sharing providers, and does not write those classes on the host again.
+
 A server whose host has no resource provider cannot be healed: its compute service
 was deleted, and must be re-created (or restarted) so it reports its provider again.
 Every write carries the consumer generation read.
@@ -167,7 +170,20 @@ class _Healer:
             return Healing(server.id, CREATE, {}, why, error=why)
         action = REPLACE if self.force else RELOCATE if current.allocations else CREATE
         why = f"{server.flavor.get('original_name') or 'flavor'} on {self.books.name(rp)}"
-        return self._write(server, action, current, {rp: wanted}, why)
+        kept = self._kept_parts(current.allocations, rp)
+        on_root = {rc: n for rc, n in wanted.items() if not any(rc in r for r in kept.values())}
+        return self._write(server, action, current, {rp: on_root, **kept}, why)
+
+    def _kept_parts(self, held: allocs.Allocations, rp: str) -> allocs.Allocations:
+        """What a rewrite from the flavor keeps: the parts on its host's child
+        providers (a vGPU, a port's bandwidth, a PCI device) and on sharing providers
+        (disk on shared storage). The flavor rule cannot place them, and its classes
+        held there are not written on the host again."""
+        return {
+            p: dict(resources)
+            for p, resources in held.items()
+            if p != rp and (self.books.root(p) == rp or self.books.root(p) in self.books.sharing)
+        }
 
     def _write(
         self, server: Server, action: str, current: allocs.Consumer, held: dict, why: str
