@@ -89,6 +89,34 @@ def test_a_server_booted_from_a_volume_moves_without_a_root_disk(cloud):
     }
 
 
+def test_shelve_offloads_and_unshelve_claims_again(cloud):
+    server = cloud.boot("web")
+    cloud.action(server["id"], {"shelve": None})
+    assert cloud.server_doc(server["id"])["status"] == "SHELVED_OFFLOADED"
+    assert cloud.held(server["id"]) == {}
+    with pytest.raises(ComputeError) as caught:
+        cloud.action(server["id"], {"shelve": None})
+    assert caught.value.status == 409 and "vm_state shelved_offloaded" in caught.value.detail
+    services = [cloud.service(h)["id"] for h in ("cmp-1", "cmp-2", "cmp-3")]
+    for service in services:  # nowhere to go: it stays shelved
+        cloud.compute.put(f"/os-services/{service}", {"status": "disabled"})
+    cloud.action(server["id"], {"unshelve": None})
+    stuck = cloud.server_doc(server["id"])
+    assert stuck["status"] == "SHELVED_OFFLOADED" and cloud.held(server["id"]) == {}
+    assert "fault" not in stuck  # Nova shows a fault only on ERROR and DELETED
+    for service in services:
+        cloud.compute.put(f"/os-services/{service}", {"status": "enabled"})
+    cloud.action(server["id"], {"unshelve": None})
+    back = cloud.server_doc(server["id"])
+    assert back["status"] == "ACTIVE"
+    assert cloud.held(server["id"]) == {
+        cloud.host(back["OS-EXT-SRV-ATTR:host"])["provider_uuid"]: SMALL
+    }
+    with pytest.raises(ComputeError) as caught:
+        cloud.action(server["id"], {"unshelve": None})
+    assert caught.value.status == 409
+
+
 def test_servers_spread_by_free_ram(cloud):
     hosts = {cloud.boot(f"vm-{n}")["OS-EXT-SRV-ATTR:host"] for n in range(3)}
     assert hosts == {"cmp-1", "cmp-2", "cmp-3"}

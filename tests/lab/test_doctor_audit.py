@@ -94,6 +94,38 @@ def test_orphan_of_a_delete_while_down(broken):
     assert reserve_all(broken, cmp1) == 0
 
 
+def test_an_offloaded_server_still_holding_is_freed(broken):
+    """Nova releases everything at a shelve offload; a hold left behind (written back
+    by a compute that came back, say) is freed by the audit, and heal leaves it."""
+    web, cmp1 = broken.web["id"], broken.rp["cmp-1"]
+    broken.action(web, {"shelve": None})
+    shelved = broken.server_doc(web)
+    assert (shelved["status"], shelved["OS-EXT-SRV-ATTR:host"]) == ("SHELVED_OFFLOADED", None)
+    assert broken.held(web) == {}
+    assert run(broken, "audit") == (0, [])  # holding nothing is right for it
+    broken.placement.put(
+        f"/allocations/{web}",
+        {
+            "allocations": {cmp1: {"resources": FLAVOR}},
+            "project_id": "admin",
+            "user_id": "admin",
+            "consumer_generation": None,
+            "consumer_type": "INSTANCE",
+        },
+    )
+    code, rows = run(broken, "audit")
+    assert code == FOUND and classes(rows) == {web: "offloaded"}
+    assert rows[0]["fix"] == f"tally audit --provider {cmp1} --delete --apply"
+    assert run(broken, "heal") == (4, [])  # nothing for heal: it is not on a host
+    code, done = run(broken, "audit", "--provider", cmp1, "--delete", "--apply")
+    assert code == ALL_FIXED and broken.held(web) == {}
+    broken.action(web, {"unshelve": None})
+    back = broken.server_doc(web)
+    assert back["status"] == "ACTIVE"
+    assert broken.held(web) == {broken.rp[back["OS-EXT-SRV-ATTR:host"]]: FLAVOR}
+    assert run(broken, "audit") == (0, [])
+
+
 def test_migration_error_is_misplaced_and_healed_back(broken):
     """The server still runs on its source, accounted on the destination; its failed
     migration holds the source. Heal gives it that hold back in one write."""

@@ -96,10 +96,11 @@ def audit(
 ) -> None:
     """Compare Placement with the compute API: each consumer (and each server that
     should hold something) is live, migrating, stuck-migration, orphan,
-    stale-migration, double-allocation, misplaced, unallocated, leaked-host or
-    unverified; the `fix` column names the command that resolves it.
+    stale-migration, double-allocation, misplaced, unallocated, leaked-host,
+    unverified or offloaded; the `fix` column names the command that resolves it.
 
-    --delete frees orphans and stale migration holds, a double allocation's part off
+    --delete frees orphans, stale migration holds and what offloaded (shelved)
+    servers hold, a double allocation's part off
     its host and servers' parts on a leaked provider (which is then deleted), each
     consumer's rest written back with its consumer generation; only on --provider
     when given. A dry run unless --apply. Exit status as nova-manage's: 0 nothing

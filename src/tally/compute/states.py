@@ -23,8 +23,9 @@ VM_STATUS = {
     "error": "ERROR",
     "deleted": "DELETED",
     "stopped": "SHUTOFF",
+    "shelved_offloaded": "SHELVED_OFFLOADED",
 }
-POWER_RUNNING, POWER_NOSTATE = 1, 0
+POWER_RUNNING, POWER_NOSTATE, POWER_SHUTDOWN = 1, 0, 4
 
 
 def status_of(server: Mapping[str, Any]) -> str:

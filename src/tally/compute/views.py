@@ -155,7 +155,7 @@ def server_detail(
         doc["OS-EXT-SRV-ATTR:hostname"] = server["name"]
     if v >= (2, 96):
         doc["pinned_availability_zone"] = None
-    if server["fault"]:
+    if server["fault"] and server["vm_state"] in ("error", "deleted"):  # as Nova shows it
         doc["fault"] = server["fault"]
     return doc
 

@@ -13,12 +13,14 @@ server that should hold some, gets one class:
   unallocated        a server on a host holding nothing at all (heal's work)
   leaked-host        a server holding a provider no compute service reports
   unverified         (compute < 2.59) a hold that no server or listed move explains
+  offloaded          a shelved-offloaded server still holding (Nova released it all)
 
-`remove` frees what is safe to free without the compute API: orphans and stale
-migration holds, the part of a double allocation off the server's host, and what
-servers hold on a leaked provider, which is then deleted; each consumer's rest is
-written back with its consumer generation. Misplaced and unallocated servers are
-heal's; stuck moves are the compute API's (abort or confirm).
+`remove` frees what is safe to free without the compute API: orphans, stale
+migration holds, what offloaded servers hold, the part of a double allocation off
+the server's host, and what servers hold on a leaked provider, which is then
+deleted; each consumer's rest is written back with its consumer generation.
+Misplaced and unallocated servers are heal's; stuck moves are the compute API's
+(abort or confirm).
 """
 
 from __future__ import annotations
@@ -47,9 +49,9 @@ from tally.doctor.history import Histories, Trace
 LIVE, MIGRATING, STUCK = "live", "migrating", "stuck-migration"
 ORPHAN, STALE_MIGRATION = "orphan", "stale-migration"
 DOUBLE_ALLOCATION, MISPLACED, UNALLOCATED = "double-allocation", "misplaced", "unallocated"
-LEAKED_HOST, UNVERIFIED = "leaked-host", "unverified"
+LEAKED_HOST, UNVERIFIED, OFFLOADED = "leaked-host", "unverified", "offloaded"
 KINDS = (LIVE, MIGRATING, STUCK, ORPHAN, STALE_MIGRATION, DOUBLE_ALLOCATION, MISPLACED)
-KINDS += (UNALLOCATED, LEAKED_HOST, UNVERIFIED)
+KINDS += (UNALLOCATED, LEAKED_HOST, UNVERIFIED, OFFLOADED)
 FINDINGS = KINDS[2:]
 STUCK_AFTER = dt.timedelta(hours=1)
 
@@ -218,6 +220,9 @@ class _Judge:
         common = {"server": server.id, "host": server.host, "host_provider": host_rp}
         moving = self.cloud.moves_of(server.id, over=False)
         names = ", ".join(sorted(self.books.name(r) for r in roots))
+        if server.status == "SHELVED_OFFLOADED":  # Nova released all at the offload
+            why = f"shelved and offloaded, yet holds {names}: Nova holds nothing until unshelve"
+            return Finding(server.id, OFFLOADED, held, why, fix=self._free(held), **common)
         if gone:
             where = ", ".join(self.books.name(r) for r in gone)
             why = f"holds {where}, which no compute service reports (its service was deleted)"
@@ -316,7 +321,7 @@ def remove(placement: PlacementClient, report: Audit, apply: bool = False) -> Au
 
 
 def removable(report: Audit, finding: Finding) -> bool:
-    if finding.kind == ORPHAN:
+    if finding.kind in (ORPHAN, OFFLOADED):
         return True
     if finding.kind == STALE_MIGRATION:  # unless heal takes it back for its server
         return not finding.taken_back
@@ -327,7 +332,7 @@ def removable(report: Audit, finding: Finding) -> bool:
 
 def _freed_part(report: Audit, finding: Finding) -> Allocations:
     books, scope = report.books, report.provider
-    if finding.kind in (ORPHAN, STALE_MIGRATION):
+    if finding.kind in (ORPHAN, STALE_MIGRATION, OFFLOADED):
         wanted = set(finding.allocations)
     elif finding.kind == LEAKED_HOST:
         leaked = set(report.leaked_providers)

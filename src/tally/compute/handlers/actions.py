@@ -1,6 +1,7 @@
 """POST /servers/{server_id}/action: os-migrateLive, migrate, evacuate,
-confirmResize, revertResize. Each body is checked as Nova's schema for the request's
-microversion checks it (a member an older or newer version lacks is a 400)."""
+confirmResize, revertResize, shelve, unshelve. Each body is checked as Nova's schema
+for the request's microversion checks it (a member an older or newer version lacks is
+a 400)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tally.compute.errors import BadRequest
 from tally.compute.handlers.common import Resource, body
 from tally.compute.microversion import Version
 from tally.compute.ops import moves
+from tally.compute.ops import servers as server_ops
 
 BOOLEANS = (True, False, "True", "TRUE", "true", "1", "ON", "On", "on", "YES", "Yes", "yes")
 BOOLEANS += ("False", "FALSE", "false", "0", "OFF", "Off", "off", "NO", "No", "no")
@@ -107,5 +109,9 @@ class ServerAction(Resource):
             resp.status = falcon.HTTP_204
         elif name == "revertResize":
             moves.revert_resize(self.lab, who, server_id)
+        elif name == "shelve":
+            server_ops.shelve(self.lab, who, server_id)
+        elif name == "unshelve":  # a zone (2.77) or host (2.91) to go to is not taken
+            server_ops.unshelve(self.lab, who, server_id)
         else:
             raise BadRequest(f"There is no such action: {name}")

@@ -10,9 +10,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from tally.compute.context import Identity, Lab
-from tally.compute.errors import BadRequest, Forbidden, NotFound, NoValidHost
+from tally.compute.errors import BadRequest, Conflict, Forbidden, NotFound, NoValidHost
 from tally.compute.ops.scheduler import claim_new
-from tally.compute.states import POWER_NOSTATE, POWER_RUNNING, status_of
+from tally.compute.states import POWER_NOSTATE, POWER_RUNNING, POWER_SHUTDOWN, status_of
 from tally.compute.store import flavors as flavor_store
 from tally.compute.store import hosts as host_store
 from tally.compute.store import migrations as migration_store
@@ -189,6 +189,58 @@ def listing(lab: Lab, who: Identity, f: ServerFilters) -> tuple[list[dict[str, A
     if f.limit is not None and len(found) > f.limit:
         return found[: f.limit], True
     return found, False
+
+
+def shelve(lab: Lab, who: Identity, uuid: str) -> None:
+    """Shelve and offload at once (Nova's default `shelved_offload_time = 0`): the
+    server leaves its host and releases its allocations until it is unshelved."""
+    server = _idle(lab, who, uuid, "shelve", ("active", "stopped"))
+    lab.placement.release(uuid)
+    store.update(
+        lab.engine,
+        uuid,
+        lab.now(),
+        vm_state="shelved_offloaded",
+        host=None,
+        power_state=POWER_SHUTDOWN,
+    )
+    log.info("Shelved and offloaded server %s (%s) from %s", server["name"], uuid, server["host"])
+
+
+def unshelve(lab: Lab, who: Identity, uuid: str) -> None:
+    """Schedule and claim the shelved server again; where nothing fits it stays
+    shelved (Nova records the fault and leaves it SHELVED_OFFLOADED)."""
+    server = _idle(lab, who, uuid, "unshelve", ("shelved_offloaded",))
+    try:
+        placed = claim_new(lab, [uuid], claims_of(server), server["project_id"], server["user_id"])
+    except NoValidHost as exc:
+        fault = {"code": 500, "message": exc.message, "created": _iso(lab.now())}
+        store.update(lab.engine, uuid, lab.now(), fault=fault)
+        log.warning("Unshelving server %s failed: %s", uuid, exc.message)
+        return
+    host = host_store.get(lab.engine, provider=placed[uuid])
+    store.update(
+        lab.engine,
+        uuid,
+        lab.now(),
+        vm_state="active",
+        host=host["name"] if host else None,
+        power_state=POWER_RUNNING,
+    )
+
+
+def _idle(lab: Lab, who: Identity, uuid: str, action: str, states: tuple[str, ...]) -> dict:
+    """The server, when `action` may start: no task running and a vm_state it allows."""
+    server = get(lab, who, uuid)
+    if server["task_state"] is not None:
+        raise Conflict(
+            f"Cannot '{action}' instance {uuid} while it is in task_state {server['task_state']}"
+        )
+    if server["vm_state"] not in states:
+        raise Conflict(
+            f"Cannot '{action}' instance {uuid} while it is in vm_state {server['vm_state']}"
+        )
+    return server
 
 
 def delete(lab: Lab, who: Identity, uuid: str) -> None:
