@@ -144,17 +144,36 @@ def page_numbers(scope) -> dict[str, tuple[int, int, int]]:
     return found
 
 
+def gone(element):
+    """A wait condition: `element` left the document. Selenium's staleness_of, and
+    also ChromeDriver's other word for it in the middle of a navigation ("Node with
+    given id does not belong to the document"), which staleness_of lets through."""
+    from selenium.common.exceptions import StaleElementReferenceException, WebDriverException
+
+    def check(_driver) -> bool:
+        try:
+            element.is_enabled()
+        except StaleElementReferenceException:
+            return True
+        except WebDriverException as exc:
+            if "does not belong to the document" in str(exc):
+                return True
+            raise
+        return False
+
+    return check
+
+
 @contextlib.contextmanager
 def navigating(driver) -> Iterator[None]:
     """Around an action that loads a new page: wait until the old one is gone
     (a form sent with Enter returns before the next page is in)."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support import expected_conditions
     from selenium.webdriver.support.ui import WebDriverWait
 
     old = driver.find_element(By.TAG_NAME, "html")
     yield
-    WebDriverWait(driver, 30).until(expected_conditions.staleness_of(old))
+    WebDriverWait(driver, 30).until(gone(old))
     # and the new one loaded whole: on a busy machine the next action could
     # otherwise reach into a document still being replaced
     WebDriverWait(driver, 30).until(
