@@ -49,6 +49,7 @@ class Server:
     # booted from a volume: the compute API shows its image as "" (Nova's first test
     # too), and Nova claims no DISK_GB for its root disk
     volume_backed: bool = False
+    task_state: str | None = None  # OS-EXT-STS:task_state: a build, delete, move under way
 
     @property
     def label(self) -> str:
@@ -213,6 +214,7 @@ def _server(s: dict[str, Any]) -> Server:
         project_id=s.get("tenant_id"),
         user_id=s.get("user_id"),
         volume_backed=s.get("image") == "",
+        task_state=s.get("OS-EXT-STS:task_state"),
     )
 
 

@@ -15,6 +15,10 @@ repair of a server accounted where it does not run.
 A rewrite (relocate, force) keeps what the server holds on its host's child providers
 and on sharing providers, and does not write those classes on the host again.
 
+A server in a task state (a build, a delete, a move under way) is left alone, as
+nova-manage leaves it: Nova is writing its allocations itself, and a heal racing a
+delete would leave an orphan behind.
+
 A server whose host has no resource provider cannot be healed: its compute service
 was deleted, and must be re-created (or restarted) so it reports its provider again.
 Every write carries the consumer generation read.
@@ -100,7 +104,7 @@ def heal(
             progress(n, len(servers))
         if max_count is not None and len(healings) >= max_count:
             return HealReport(tuple(healings), checked=n - 1, more=True)
-        if server.host and server.status not in NOTHING_HELD:
+        if server.host and server.status not in NOTHING_HELD and not server.task_state:
             found = healer.one(server)
             if found is not None:
                 healings.append(found)
