@@ -66,6 +66,30 @@ def fault(lab, kind: str, **options: str) -> dict:
     return lab.compute.post("/os-lab/faults", body)["fault"]
 
 
+def shared_storage(lab) -> str:
+    """A sharing provider of DISK_GB (an NFS export, say): its uuid."""
+    nfs = lab.placement.post("/resource_providers", {"name": "nfs"}).json()["uuid"]
+    lab.placement.put_inventories(nfs, 0, {"DISK_GB": {"total": 1000}})
+    shares = {"resource_provider_generation": 1, "traits": ["MISC_SHARES_VIA_AGGREGATE"]}
+    lab.placement.put(f"/resource_providers/{nfs}/traits", shares)
+    return nfs
+
+
+def rewrite(lab, consumer: str, held: dict[str, dict[str, int]]) -> None:
+    """Replace what an INSTANCE consumer holds, with its generation (a fault by hand)."""
+    record = lab.placement.consumer_allocations(consumer)
+    lab.placement.put(
+        f"/allocations/{consumer}",
+        {
+            "allocations": {p: {"resources": r} for p, r in held.items()},
+            "project_id": record["project_id"],
+            "user_id": record["user_id"],
+            "consumer_generation": record["consumer_generation"],
+            "consumer_type": "INSTANCE",
+        },
+    )
+
+
 def test_a_healthy_cloud_is_all_live(broken):
     code, rows = run(broken, "audit", "--verbose")
     assert code == 0, rows
@@ -255,6 +279,22 @@ def test_explain_plans_each_step_on_the_state_it_leaves(broken):
     assert [a["command"].split()[-1] for a in found["alternatives"]] == ["VCPU=16:15"]
 
 
+def test_explain_forecasts_what_heal_writes_with_shared_disk(broken):
+    """web runs on cmp-1 but is accounted on cmp-2, its disk on shared storage: heal
+    gives cmp-1 its VCPU and MEMORY_MB only, and explain's step says so."""
+    web, cmp1 = broken.web["id"], broken.rp["cmp-1"]
+    broken.boot("other", availability_zone="nova:cmp-1")  # holds cmp-1: the change is refused
+    nfs = shared_storage(broken)
+    rewrite(broken, web, {broken.rp["cmp-2"]: {"VCPU": 1, "MEMORY_MB": 2048}, nfs: {"DISK_GB": 20}})
+    code, found = run(broken, "explain", cmp1, "--resource", "VCPU=16:16")
+    heal_step = next(s for s in found["steps"] if s["command"].startswith("tally heal"))
+    # other's flavor and web's VCPU and MEMORY_MB: no DISK_GB of web's here
+    assert heal_step["usage_after"] == {"VCPU": 2, "MEMORY_MB": 4096, "DISK_GB": 20}
+    assert run(broken, "heal", "--instance", web, "--apply")[0] == 0
+    assert broken.placement.usages(cmp1) == heal_step["usage_after"]  # what it forecast
+    assert broken.held(web) == {cmp1: {"VCPU": 1, "MEMORY_MB": 2048}, nfs: {"DISK_GB": 20}}
+
+
 def test_explain_drains_when_live_servers_alone_hold_too_much(broken):
     code, found = run(broken, "explain", "cmp-2", "--resource", RESERVE_ALL)
     assert code == 1 and [h["kind"] for h in found["holders"]] == ["live"]
@@ -323,28 +363,9 @@ def test_heal_force_keeps_child_and_shared_parts(broken):
     api, rp, server = broken.placement, broken.rp["cmp-2"], broken.db["id"]
     gpu = api.post("/resource_providers", {"name": "cmp-2-gpu", "parent_provider_uuid": rp}).json()
     api.put_inventories(gpu["uuid"], 0, {"VGPU": {"total": 4}})
-    nfs = api.post("/resource_providers", {"name": "nfs"}).json()
-    api.put_inventories(nfs["uuid"], 0, {"DISK_GB": {"total": 1000}})
-    api.put(
-        f"/resource_providers/{nfs['uuid']}/traits",
-        {"resource_provider_generation": 1, "traits": ["MISC_SHARES_VIA_AGGREGATE"]},
-    )
-    held = {
-        rp: {"VCPU": 1, "MEMORY_MB": 2048},
-        gpu["uuid"]: {"VGPU": 1},
-        nfs["uuid"]: {"DISK_GB": 20},
-    }
-    record = api.consumer_allocations(server)
-    api.put(
-        f"/allocations/{server}",
-        {
-            "allocations": {p: {"resources": r} for p, r in held.items()},
-            "project_id": record["project_id"],
-            "user_id": record["user_id"],
-            "consumer_generation": record["consumer_generation"],
-            "consumer_type": "INSTANCE",
-        },
-    )
+    nfs = shared_storage(broken)
+    held = {rp: {"VCPU": 1, "MEMORY_MB": 2048}, gpu["uuid"]: {"VGPU": 1}, nfs: {"DISK_GB": 20}}
+    rewrite(broken, server, held)
     code, done = run(broken, "heal", "--instance", server, "--force", "--apply")
     assert code == 0 and done[0]["action"] == "replace" and done[0]["applied"]
     assert broken.held(server) == held  # not VCPU, MEMORY_MB and DISK_GB 20 on cmp-2 alone

@@ -32,6 +32,7 @@ from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
 from tally.doctor import audit as audits
 from tally.doctor.cloud import server_claims
+from tally.doctor.heal import rewritten
 from tally.doctor.history import Histories, Trace
 from tally.doctor.inventory_check import InventoryCheck, check_change, largest_safe_reserved
 
@@ -191,7 +192,8 @@ class _Planner:
             stale = self._stale_hold(f)
             change: dict[str, int] = _neg(f.allocations.get(self.rp, {}))
             if f.host_provider == self.rp and stale is None:  # its flavor comes here
-                for rc, n in server_claims(self.compute, server).items():
+                wanted = server_claims(self.compute, server)
+                for rc, n in rewritten(self.books, f.allocations, self.rp, wanted)[self.rp].items():
                     change[rc] = change.get(rc, 0) + n
             self.done.add(stale or "")  # a stale hold taken back stays, as the server's
             where = self.books.name(f.host_provider or "") if f.host_provider else server.host

@@ -27,6 +27,7 @@ Every write carries the consumer generation read.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from tally.clients import allocations as allocs
 from tally.clients.compute import ComputeClient
@@ -174,20 +175,8 @@ class _Healer:
             return Healing(server.id, CREATE, {}, why, error=why)
         action = REPLACE if self.force else RELOCATE if current.allocations else CREATE
         why = f"{server.flavor.get('original_name') or 'flavor'} on {self.books.name(rp)}"
-        kept = self._kept_parts(current.allocations, rp)
-        on_root = {rc: n for rc, n in wanted.items() if not any(rc in r for r in kept.values())}
-        return self._write(server, action, current, {rp: on_root, **kept}, why)
-
-    def _kept_parts(self, held: allocs.Allocations, rp: str) -> allocs.Allocations:
-        """What a rewrite from the flavor keeps: the parts on its host's child
-        providers (a vGPU, a port's bandwidth, a PCI device) and on sharing providers
-        (disk on shared storage). The flavor rule cannot place them, and its classes
-        held there are not written on the host again."""
-        return {
-            p: dict(resources)
-            for p, resources in held.items()
-            if p != rp and (self.books.root(p) == rp or self.books.root(p) in self.books.sharing)
-        }
+        held = rewritten(self.books, current.allocations, rp, wanted)
+        return self._write(server, action, current, held, why)
 
     def _write(
         self, server: Server, action: str, current: allocs.Consumer, held: dict, why: str
@@ -207,6 +196,22 @@ class _Healer:
         except ClientError as exc:
             return dataclasses.replace(healing, error=str(exc))
         return dataclasses.replace(healing, applied=True)
+
+
+def rewritten(
+    books: Books, held: allocs.Allocations, rp: str, wanted: Mapping[str, int]
+) -> allocs.Allocations:
+    """A server's allocations rewritten from its flavor (`wanted`) on its host `rp`.
+    The parts on the host's child providers (a vGPU, a port's bandwidth, a PCI device)
+    and on sharing providers (disk on shared storage) are kept: the flavor rule cannot
+    place them, and their classes are not written on the host again."""
+    kept = {
+        p: dict(resources)
+        for p, resources in held.items()
+        if p != rp and (books.root(p) == rp or books.root(p) in books.sharing)
+    }
+    on_host = {rc: n for rc, n in wanted.items() if not any(rc in r for r in kept.values())}
+    return {rp: on_host, **kept}
 
 
 def _known(value: str | None) -> str | None:
