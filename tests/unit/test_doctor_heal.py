@@ -6,12 +6,12 @@ import httpx
 
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
-from tally.doctor import heal
+from tally.doctor import audit, heal
 
 CMP1 = "rp-cmp1"
 FLAVOR = {"vcpus": 1, "ram": 512, "disk": 1, "ephemeral": 0, "swap": 0, "extra_specs": {}}
-# two servers on cmp-1 holding nothing: one idle, one being deleted
-SERVERS = {"idle": None, "deleting": "deleting"}
+# servers on cmp-1 holding nothing: (status, task_state)
+SERVERS = {"idle": ("ACTIVE", None), "deleting": ("ACTIVE", "deleting")}
 
 
 def placement_app(request: httpx.Request) -> httpx.Response:
@@ -37,14 +37,14 @@ def compute_app(request: httpx.Request) -> httpx.Response:
         servers = [
             {
                 "id": server,
-                "status": "ACTIVE",
+                "status": status,
                 "OS-EXT-SRV-ATTR:host": "cmp-1",
                 "OS-EXT-SRV-ATTR:hypervisor_hostname": "cmp-1",
                 "OS-EXT-STS:task_state": task,
                 "flavor": FLAVOR,
                 "image": {"id": "cirros"},
             }
-            for server, task in SERVERS.items()
+            for server, (status, task) in SERVERS.items()
         ]
         return httpx.Response(200, json={"servers": servers})
     if path.endswith("/os-migrations"):
@@ -55,11 +55,26 @@ def compute_app(request: httpx.Request) -> httpx.Response:
     return httpx.Response(404, json={"itemNotFound": {"message": path}})
 
 
-def test_a_server_in_a_task_state_is_left_to_nova():
+def clients() -> tuple[PlacementClient, ComputeClient]:
     placement = PlacementClient("http://placement", transport=httpx.MockTransport(placement_app))
     compute = ComputeClient("http://compute/v2.1", transport=httpx.MockTransport(compute_app))
-    report = heal.heal(placement, compute)
+    return placement, compute
+
+
+def test_a_server_in_a_task_state_is_left_to_nova():
+    report = heal.heal(*clients())
     # the one being deleted would be an orphan the moment its delete ends
     assert [(h.server, h.action) for h in report.healings] == [("idle", heal.CREATE)]
     assert report.healings[0].allocations == {CMP1: {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}}
     assert report.checked == 2
+
+
+def test_a_soft_deleted_server_keeps_its_allocations(monkeypatch):
+    """Restorable until reclaimed, so Nova keeps what it holds: holding nothing, it is
+    unallocated and healed like any other; shelved and offloaded, it holds nothing."""
+    servers = {"restorable": ("SOFT_DELETED", None), "shelved": ("SHELVED_OFFLOADED", None)}
+    monkeypatch.setattr(f"{__name__}.SERVERS", servers)  # what the compute API lists
+    report = heal.heal(*clients())
+    assert [(h.server, h.action) for h in report.healings] == [("restorable", heal.CREATE)]
+    found = audit.audit(*clients())
+    assert {f.consumer_uuid: f.kind for f in found.findings} == {"restorable": audit.UNALLOCATED}

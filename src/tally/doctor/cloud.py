@@ -32,8 +32,10 @@ MIGRATION_OVER = (
     "failed",
     "done",
 )
-# servers that hold nothing by design
-NOTHING_HELD = ("SHELVED_OFFLOADED", "BUILD", "DELETED", "SOFT_DELETED")
+# servers that hold nothing by design (or not yet). A SOFT_DELETED server keeps its
+# allocations until it is reclaimed: it can be restored (Nova's resource tracker
+# releases only DELETED and SHELVED_OFFLOADED ones).
+NOTHING_HELD = ("SHELVED_OFFLOADED", "BUILD", "DELETED")
 
 
 @dataclasses.dataclass(frozen=True)
