@@ -103,7 +103,7 @@ def create(lab: Lab, who: Identity, request: ServerRequest) -> list[dict[str, An
             forced_host=forced,
         )
     except NoValidHost as exc:
-        fault = {"code": 500, "message": exc.message, "created": _iso(now)}
+        fault = _fault(exc, now)
         for row in rows:
             row.update(vm_state="error", fault=fault)
     else:
@@ -127,6 +127,11 @@ def claims_of(server: Mapping[str, Any]) -> dict[str, int]:
 
 def _name(request: ServerRequest, index: int) -> str:
     return request.name if request.count == 1 else f"{request.name}-{index + 1}"
+
+
+def _fault(exc: NoValidHost, now: Any) -> dict[str, Any]:
+    """The server's fault as Nova records a scheduling failure."""
+    return {"code": 500, "message": exc.message, "created": _iso(now)}
 
 
 def _iso(value: Any) -> str:
@@ -214,8 +219,7 @@ def unshelve(lab: Lab, who: Identity, uuid: str) -> None:
     try:
         placed = claim_new(lab, [uuid], claims_of(server), server["project_id"], server["user_id"])
     except NoValidHost as exc:
-        fault = {"code": 500, "message": exc.message, "created": _iso(lab.now())}
-        store.update(lab.engine, uuid, lab.now(), fault=fault)
+        store.update(lab.engine, uuid, lab.now(), fault=_fault(exc, lab.now()))
         log.warning("Unshelving server %s failed: %s", uuid, exc.message)
         return
     host = host_store.get(lab.engine, provider=placed[uuid])
