@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from tally.config import Settings
 from tally.db import journal
 from tally.db.engine import make_engine, transaction
-from tally.db.schema import ledger_version, metadata
+from tally.db.schema import ledger_writers, metadata
 from tally.placement.app import create_app
 from tally.placement.handlers import common as handler_common
 from tally.placement.ledger.bootstrap import prepare_database, sync_standards
@@ -72,7 +72,7 @@ def empty_database(eng: sa.Engine) -> None:
     """Delete every row, then put the standard classes and traits back."""
     with transaction(eng, write=True) as conn:
         for table in reversed(metadata.sorted_tables):
-            if table is not ledger_version:  # the journal's version never goes back
+            if table is not ledger_writers:  # the journal's total never goes back
                 conn.execute(table.delete())
         journal.touch_everything(conn)
     sync_standards(eng)

@@ -1,8 +1,11 @@
-"""The ledger journal: each write transaction adds one version naming what it
-changed, in the same transaction; a refused or rolled-back write adds nothing."""
+"""The ledger journal: each write transaction adds one version of its connection's
+writer naming what it changed, in the same transaction; a refused or rolled-back
+write adds nothing; writes on different connections share no row."""
 
 from __future__ import annotations
 
+import datetime as dt
+import threading
 import uuid as uuidlib
 
 import pytest
@@ -12,15 +15,15 @@ from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import at_commit, transaction
 
+Changes = set[tuple[int, int, int]]
 
-def _state(engine: sa.Engine) -> tuple[int, list[tuple[int, int]]]:
+
+def _state(engine: sa.Engine) -> tuple[int, Changes]:
+    """The journal's total and every change row (writer, version, provider)."""
     with engine.connect() as conn:
-        rows = conn.execute(
-            sa.select(t.ledger_changes.c.version, t.ledger_changes.c.provider_id).order_by(
-                t.ledger_changes.c.version, t.ledger_changes.c.provider_id
-            )
-        ).all()
-        return journal.current(conn), [tuple(r) for r in rows]
+        c = t.ledger_changes
+        rows = conn.execute(sa.select(c.c.writer, c.c.version, c.c.provider_id))
+        return journal.current(conn), {tuple(r) for r in rows}
 
 
 def _provider_id(engine: sa.Engine, uuid: str) -> int:
@@ -29,14 +32,23 @@ def _provider_id(engine: sa.Engine, uuid: str) -> int:
         return conn.execute(sa.select(rp.c.id).where(rp.c.uuid == uuid)).scalar_one()
 
 
+def _new_versions(before: Changes, after: Changes) -> dict[tuple[int, int], set[int]]:
+    """(writer, version) -> providers, of the change rows added."""
+    found: dict[tuple[int, int], set[int]] = {}
+    for writer, version, provider in after - before:
+        found.setdefault((writer, version), set()).add(provider)
+    return found
+
+
 def test_each_write_is_one_version_naming_its_providers(api, engine):
     client = api("1.39")
-    start, _ = _state(engine)
+    total, rows = _state(engine)
     rp = str(uuidlib.uuid4())
     assert client.simulate_post("/resource_providers", json={"name": "a", "uuid": rp}).status_code
     rp_id = _provider_id(engine, rp)
-    version, rows = _state(engine)
-    assert version == start + 1 and rows[-1] == (start + 1, rp_id)
+    total_after, rows_after = _state(engine)
+    assert total_after == total + 1
+    assert list(_new_versions(rows, rows_after).values()) == [{rp_id}]
 
     inventory = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
     client.simulate_put(f"/resource_providers/{rp}/inventories", json=inventory)
@@ -50,13 +62,31 @@ def test_each_write_is_one_version_naming_its_providers(api, engine):
     consumer = str(uuidlib.uuid4())
     assert client.simulate_put(f"/allocations/{consumer}", json=claim).status_code == 204
     assert client.simulate_delete(f"/allocations/{consumer}").status_code == 204
-    version, rows = _state(engine)
-    assert version == start + 4
-    assert [r for r in rows if r[0] > start + 1] == [(start + v, rp_id) for v in (2, 3, 4)]
+    total_now, rows_now = _state(engine)
+    assert total_now == total + 4
+    assert list(_new_versions(rows_after, rows_now).values()) == [{rp_id}] * 3
 
     assert client.simulate_put("/traits/CUSTOM_NEW").status_code == 201
-    version, rows = _state(engine)
-    assert rows[-1] == (start + 5, journal.NAMES)
+    assert list(_new_versions(rows_now, _state(engine)[1]).values()) == [{journal.NAMES}]
+
+
+def test_a_writer_numbers_its_versions_one_after_another(engine):
+    with engine.connect() as raw:
+        writer = None
+        for provider in (1, 2, 3):
+            with raw.begin():
+                journal.touch(raw, (provider,))
+                writer = journal.writer_of(raw)
+                journal._flush(raw, raw.info.pop("tally.notes")["journal"][1])
+    with engine.connect() as conn:
+        c = t.ledger_changes
+        mine = conn.execute(
+            sa.select(c.c.version, c.c.provider_id)
+            .where(c.c.writer == writer)
+            .order_by(c.c.version)
+        ).all()
+    first = mine[-3].version  # (the connection may have written before, as it was made)
+    assert [tuple(r) for r in mine[-3:]] == [(first, 1), (first + 1, 2), (first + 2, 3)]
 
 
 def test_a_refused_write_leaves_no_version(api, engine):
@@ -80,47 +110,111 @@ def test_a_rolled_back_transaction_leaves_nothing_pending(engine):
     assert _state(engine) == before
 
 
-def test_a_deleted_version_row_starts_again_past_every_change(engine):
-    with transaction(engine, write=True) as conn:
-        journal.touch(conn, (1,))
-    newest = _state(engine)[0]
-    with engine.begin() as conn:
-        conn.execute(t.ledger_version.delete())
-    with transaction(engine, write=True) as conn:
-        journal.touch(conn, (2,))
-    version, rows = _state(engine)
-    assert version == newest + 1 and rows[-1] == (newest + 1, 2)
-
-
-def test_every_thousandth_version_drops_changes_no_reader_needs(engine):
-    with transaction(engine, write=True) as conn:
-        journal.touch(conn, (1,))
-    now = _state(engine)[0]
-    step = journal.PRUNE_EVERY
-    last_before = (now // step + 2) * step - 1  # the next write makes a multiple of step
-    old, kept = last_before + 1 - journal.KEEP, last_before + 2 - journal.KEEP
-    with engine.begin() as conn:
-        conn.execute(
-            t.ledger_changes.insert(), [{"version": v, "provider_id": 7} for v in (old, kept)]
-        )
-        conn.execute(t.ledger_version.update().values(version=last_before))
-    with transaction(engine, write=True) as conn:
-        journal.touch(conn, (3,))
-    version, rows = _state(engine)
-    assert version == last_before + 1
-    assert (old, 7) not in rows and (kept, 7) in rows and rows[-1] == (version, 3)
-
-
 def test_a_write_refused_as_it_commits_leaves_nothing(engine):
     """On PostgreSQL the journal's version and the history rows go with the COMMIT:
     a statement refused there rolls the whole transaction back."""
     before = _state(engine)
+    c = t.ledger_changes
     with pytest.raises(sa.exc.DBAPIError), transaction(engine, write=True) as conn:
-        conn.execute(t.ledger_changes.insert().values(version=10**12, provider_id=5))
+        conn.execute(c.insert().values(writer=5, version=10**12, provider_id=5))
         journal.touch(conn, (5,))
-        clash = f"INSERT INTO {t.ledger_changes.name} (version, provider_id) VALUES (:v, 5)"
+        clash = f"INSERT INTO {c.name} (writer, version, provider_id) VALUES (5, :v, 5)"
         at_commit(conn, sa.text(clash), {"v": 10**12})  # that row is there: refused
     assert _state(engine) == before
     with transaction(engine, write=True) as conn:  # the connection is usable again
         journal.touch(conn, (6,))
-    assert _state(engine)[1][-1] == (before[0] + 1, 6)
+    total, rows = _state(engine)
+    assert total == before[0] + 1 and list(_new_versions(before[1], rows).values()) == [{6}]
+
+
+def test_writes_on_two_connections_share_no_row(backend, engine):
+    """While one connection holds its writer row locked (as its own write does from
+    its flush to its commit), a write on another connection commits at once: on the
+    one version row of old, it waited (and on Galera the two conflicted)."""
+    if backend == "sqlite":
+        pytest.skip("SQLite lets one writer in at a time by design: nothing to share")
+    with engine.connect() as holder:
+        holder.begin()
+        journal.touch(holder, (1,))  # the flush's statements, run now and held open
+        journal._flush(holder, holder.info.pop("tally.notes")["journal"][1])
+        done = threading.Event()
+
+        def other_write() -> None:
+            with transaction(engine, write=True) as conn:
+                journal.touch(conn, (2,))
+            done.set()
+
+        thread = threading.Thread(target=other_write, daemon=True)
+        thread.start()
+        assert done.wait(10), "a write on another connection waited on the held writer row"
+        holder.rollback()
+        thread.join()
+
+
+def _retire_setup(engine: sa.Engine, raw: sa.Connection) -> tuple[int, dict[int, int]]:
+    """A writer (`raw`, kept out of the pool meanwhile) that wrote twice, then sat
+    idle for longer than IDLE_RETIRED."""
+    for provider in (11, 12):
+        with raw.begin():
+            journal.touch(raw, (provider,))
+            journal._flush(raw, raw.info.pop("tally.notes")["journal"][1])
+    idle = journal.writer_of(raw)
+    w = t.ledger_writers
+    with engine.begin() as conn:
+        long_ago = dt.datetime.now(dt.UTC).replace(tzinfo=None) - 2 * journal.IDLE_RETIRED
+        conn.execute(w.update().where(w.c.writer == idle).values(touched=long_ago))
+        return idle, journal.vector(conn)
+
+
+def test_maintenance_retires_idle_writers_keeping_the_total(engine, monkeypatch):
+    with engine.connect() as raw:
+        idle, known = _retire_setup(engine, raw)
+        total = sum(known.values())
+        monkeypatch.setattr(journal, "_flushes", iter([journal.MAINTAIN_EVERY]))
+        with transaction(engine, write=True) as conn:  # another connection maintains
+            journal.touch(conn, (13,))
+    with engine.connect() as conn:
+        now = journal.vector(conn)
+        assert idle not in now
+        assert now[journal.RETIRED] == known.get(journal.RETIRED, 0) + known[idle]
+        assert journal.current(conn) == total + 1
+        assert not [r for r in _state(engine)[1] if r[0] == idle]  # its changes went too
+        caught = journal.since(conn, known)  # a reader that knew it whole: no reload
+    assert caught is not None and caught.providers == {13} and caught.total == total + 1
+
+
+def test_a_reader_that_missed_a_retired_writers_change_reloads(engine, monkeypatch):
+    with engine.connect() as raw:
+        idle, known = _retire_setup(engine, raw)
+        behind = dict(known)
+        behind[idle] -= 1  # it had not seen that writer's last version
+        behind_total = sum(behind.values())
+        monkeypatch.setattr(journal, "_flushes", iter([journal.MAINTAIN_EVERY]))
+        with transaction(engine, write=True) as conn:
+            journal.touch(conn, (14,))
+    with engine.connect() as conn:
+        assert journal.current(conn) != behind_total
+        assert journal.since(conn, behind) is None
+
+
+def test_maintenance_prunes_a_writers_own_old_changes(engine, monkeypatch):
+    with engine.connect() as raw:
+        with raw.begin():
+            journal.touch(raw, (1,))
+            journal._flush(raw, raw.info.pop("tally.notes")["journal"][1])
+        writer = journal.writer_of(raw)
+        far = journal.KEEP + 10
+        w, c = t.ledger_writers, t.ledger_changes
+        with raw.begin():
+            raw.execute(w.update().where(w.c.writer == writer).values(version=far))
+            raw.execute(
+                c.insert(), [{"writer": writer, "version": v, "provider_id": 7} for v in (10, 11)]
+            )
+        monkeypatch.setattr(journal, "_flushes", iter([journal.MAINTAIN_EVERY]))
+        with raw.begin():
+            journal.touch(raw, (3,))
+            journal._flush(raw, raw.info.pop("tally.notes")["journal"][1])
+    kept = {(v, p) for wr, v, p in _state(engine)[1] if wr == writer}
+    assert kept == {(11, 7), (far + 1, 3)}  # version 10 <= far + 1 - KEEP went
+    with engine.connect() as conn:  # a reader that knew it at 9 cannot catch up: a gap
+        assert journal.since(conn, {**journal.vector(conn), writer: 9}) is None

@@ -1,55 +1,55 @@
-"""The ledger journal: a version number of the whole ledger, and which providers
-each write transaction changed.
+"""The ledger journal: which providers each write transaction changed, kept so that
+no two writes on different connections ever update the same row.
 
 Every worker keeps an in-memory index of the providers for the candidate search.
-Before answering it reads the version here; when another worker (or host) wrote
-since, it replays the changes after its own version, provider by provider.
+Before answering it reads the journal's total; when another worker (or host) wrote
+since, it replays the changes it has not seen, provider by provider.
 
 A write names what it changed with `touch` (providers) or `touch_names` (resource
-classes, traits); the transaction helper runs `_flush` just before it commits. The
-version row is updated last, so its row lock is held only through the commit:
-writers still run side by side, and versions commit in the order they are
-numbered (the next writer waits on the row and reads the committed number). A
-reader that sees version V therefore sees every change up to V.
+classes, traits); the transaction helper runs `_flush` just before it commits.
+
+Why no row is shared: each database connection that writes is a *writer* with its
+own row in `tally_ledger_writers` (a random 62-bit id, made when the connection
+is), whose version its transactions bump: a connection runs one transaction at a
+time, so a writer's versions commit in the order they are numbered, on every node
+of a cluster, and writes on different connections (workers, hosts, Galera nodes)
+never meet on a row (on a single row every pair of writes conflicted at Galera's
+certification). A reader's state is the vector writer -> version; its fingerprint,
+the sum of all versions, grows with every change committed: two reads with the same
+sum saw the same changes. Writers idle for `IDLE_RETIRED` are retired: their
+versions added to writer 0 and their rows deleted in one transaction, which keeps
+the sum (a reader that had not seen all of a retired writer's changes finds writer
+0 grown by more than it knew of them, and reloads). Each writer prunes its own
+old changes; a reader that finds a writer's versions no longer contiguous reloads.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import itertools
+import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from tally.db import schema as t
 from tally.db.engine import at_commit, notes, read_outside_transaction
 
 NAMES = 0  # a change row naming no provider: classes or traits were added or removed
 EVERYTHING = -1  # reload all (a bulk import)
-KEEP = 20_000  # change rows kept; a reader further behind reloads everything
+RETIRED = 0  # the writer that holds retired writers' versions
+KEEP = 5_000  # versions of its changes each writer keeps; a reader further behind reloads
+MAINTAIN_EVERY = 1000  # flushes of a process between two prunes
+IDLE_RETIRED = dt.timedelta(days=1)
+LAST = 100  # the journal flushes after every other note
+CHUNK = 200  # writers per catch-up query
 
-PRUNE_EVERY = 1000  # versions
-LAST = 100  # the journal flushes after every other note: its row lock is held briefly
-_VERSION = sa.select(t.ledger_version.c.version).where(t.ledger_version.c.id == 1)
-# built once: a small write pays the execution, not the building of its statements
-_BUMP = (
-    t.ledger_version.update()
-    .where(t.ledger_version.c.id == 1)
-    .values(version=t.ledger_version.c.version + 1)
-)
-_BUMP_RETURNING = _BUMP.returning(t.ledger_version.c.version)
-_RECORD = t.ledger_changes.insert()
-# PostgreSQL bumps, records and now and then prunes in one statement, sent with the
-# COMMIT (engine.at_commit): the version row stays locked for that one round trip.
-# A version row deleted by hand is made again past every change kept.
-_BUMP_RECORD_PRUNE = sa.text(
-    f"WITH v AS (INSERT INTO {t.ledger_version.name} (id, version)"
-    f" SELECT 1, coalesce(max(version), 0) + 1 FROM {t.ledger_changes.name}"
-    f" ON CONFLICT (id) DO UPDATE SET version = {t.ledger_version.name}.version + 1"
-    " RETURNING version),"
-    f" recorded AS (INSERT INTO {t.ledger_changes.name} (version, provider_id)"
-    " SELECT v.version, changed FROM v, unnest(CAST(:ids AS integer[])) AS changed)"
-    f" DELETE FROM {t.ledger_changes.name} AS old USING v"
-    f" WHERE mod(v.version, {PRUNE_EVERY}) = 0 AND old.version <= v.version - {KEEP}"
-)
+_W, _C = t.ledger_writers, t.ledger_changes
+_WRITER_KEY = "tally.writer"
+_SUM_TEXT = f"SELECT sum(version) FROM {_W.name}"  # any driver; NULL on an empty table
+_flushes = itertools.count(1)
 
 
 def touch(conn: sa.Connection, provider_ids: Iterable[int]) -> None:
@@ -66,56 +66,161 @@ def touch_everything(conn: sa.Connection) -> None:
     touch(conn, (EVERYTHING,))
 
 
-def _flush(conn: sa.Connection, pending: set[int]) -> int | None:
-    """Write what this transaction noted under the next version; the version (None
-    when it noted nothing, or on PostgreSQL, where it is written with the COMMIT).
-    Run inside the transaction, just before commit."""
+def writer_of(conn: sa.Connection) -> int:
+    """The writer id of this connection's database connection (made on first use;
+    it lives as long as the connection does)."""
+    info = conn.connection.info
+    writer = info.get(_WRITER_KEY)
+    if writer is None:
+        writer = info[_WRITER_KEY] = secrets.randbits(62) + 1
+    return writer
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(tzinfo=None)
+
+
+def _flush(conn: sa.Connection, pending: set[int]) -> None:
+    """Bump this connection's writer and record what this transaction noted under
+    its new version. Run inside the transaction, just before commit."""
     if not pending:
-        return None
+        return
+    writer, now = writer_of(conn), _now()
+    if next(_flushes) % MAINTAIN_EVERY == 0:
+        _maintain(conn, writer, now)
+    ids = sorted(pending)
+    if conn.dialect.name == "postgresql":  # sent with the COMMIT: one round trip
+        at_commit(conn, _PG_BUMP_RECORD, {"writer": writer, "now": now, "ids": ids})
+        return
+    version = _bump(conn, writer, now)
+    conn.execute(
+        _C.insert(), [{"writer": writer, "version": version, "provider_id": p} for p in ids]
+    )
+
+
+_PG_BUMP_RECORD = sa.text(
+    f"WITH v AS (INSERT INTO {_W.name} (writer, version, touched) VALUES (:writer, 1, :now)"
+    f" ON CONFLICT (writer) DO UPDATE SET version = {_W.name}.version + 1, touched = :now"
+    " RETURNING version)"
+    f" INSERT INTO {_C.name} (writer, version, provider_id)"
+    " SELECT :writer, v.version, changed FROM v, unnest(CAST(:ids AS integer[])) AS changed"
+)
+
+
+def _bump(conn: sa.Connection, writer: int, now: dt.datetime) -> int:
+    """This writer's next version (its row made at 1 the first time)."""
+    values = {"writer": writer, "version": 1, "touched": now}
+    bumped = {"version": _W.c.version + 1, "touched": now}
+    if conn.dialect.name == "sqlite":
+        insert = (
+            sqlite.insert(_W)
+            .values(values)
+            .on_conflict_do_update(index_elements=["writer"], set_=bumped)
+        )
+        return conn.execute(insert.returning(_W.c.version)).scalar_one()
+    insert = mysql.insert(_W).values(values).on_duplicate_key_update(bumped)
+    conn.execute(insert)  # MySQL: read back under the row lock the upsert took
+    return conn.execute(sa.select(_W.c.version).where(_W.c.writer == writer)).scalar_one()
+
+
+def _maintain(conn: sa.Connection, writer: int, now: dt.datetime) -> None:
+    """Now and then: this writer's changes older than `KEEP` versions go, and
+    writers idle past `IDLE_RETIRED` are retired into writer 0 (the only writes
+    that touch other writers' rows, once in `MAINTAIN_EVERY` flushes)."""
+    mine = conn.execute(sa.select(_W.c.version).where(_W.c.writer == writer)).scalar()
+    if mine is not None and mine > KEEP:
+        conn.execute(_C.delete().where(_C.c.writer == writer, _C.c.version <= mine - KEEP))
+    idle = sa.and_(_W.c.touched < now - IDLE_RETIRED, _W.c.writer.not_in([RETIRED, writer]))
+    retired = conn.execute(sa.select(_W.c.writer, _W.c.version).where(idle).with_for_update())
+    retired = retired.all()
+    if not retired:
+        return
+    gone = [row.writer for row in retired]
+    total = sum(row.version for row in retired)
+    conn.execute(_C.delete().where(_C.c.writer.in_(gone)))
+    conn.execute(_W.delete().where(_W.c.writer.in_(gone)))
+    upsert = _upsert_retired(conn, total, now)
+    conn.execute(upsert)
+
+
+def _upsert_retired(conn: sa.Connection, total: int, now: dt.datetime) -> sa.Executable:
+    values = {"writer": RETIRED, "version": total, "touched": now}
+    grown = {"version": _W.c.version + total, "touched": now}
     if conn.dialect.name == "postgresql":
-        at_commit(conn, _BUMP_RECORD_PRUNE, {"ids": sorted(pending)})
-        return None
-    if conn.dialect.update_returning:
-        version = conn.execute(_BUMP_RETURNING).scalar()
-    else:  # MySQL: read back under the row lock the update took
-        bumped = conn.execute(_BUMP).rowcount
-        version = conn.execute(_VERSION).scalar() if bumped else None
-    if version is None:  # the row was deleted by hand: start again past every change
-        newest = conn.execute(sa.select(sa.func.max(t.ledger_changes.c.version))).scalar()
-        version = (newest or 0) + 1
-        conn.execute(t.ledger_version.insert().values(id=1, version=version))
-    rows = [{"version": version, "provider_id": rp} for rp in sorted(pending)]
-    conn.execute(_RECORD, rows)
-    _prune(conn, version)
-    return version
+        return (
+            postgresql.insert(_W)
+            .values(values)
+            .on_conflict_do_update(index_elements=["writer"], set_=grown)
+        )
+    if conn.dialect.name == "sqlite":
+        return (
+            sqlite.insert(_W)
+            .values(values)
+            .on_conflict_do_update(index_elements=["writer"], set_=grown)
+        )
+    return mysql.insert(_W).values(values).on_duplicate_key_update(grown)
 
 
-def _prune(conn: sa.Connection, version: int) -> None:
-    if version % PRUNE_EVERY == 0:  # now and then, drop what no reader needs any more
-        c = t.ledger_changes
-        conn.execute(c.delete().where(c.c.version <= version - KEEP))
+# ---------------------------------------------------------------- reading
 
 
 def current(conn: sa.Connection) -> int:
-    return conn.execute(_VERSION).scalar() or 0
-
-
-_VERSION_TEXT = str(_VERSION.compile(compile_kwargs={"literal_binds": True}))  # for any driver
+    """The journal's total: it grows with every change committed."""
+    return int(conn.exec_driver_sql(_SUM_TEXT).scalar() or 0)
 
 
 def peek(engine: sa.Engine) -> int:
     """`current`, read outside any transaction: what a reader asks before it
     answers from its index (`read_outside_transaction`)."""
-    return read_outside_transaction(engine, _VERSION_TEXT) or 0
+    return int(read_outside_transaction(engine, _SUM_TEXT) or 0)
 
 
-def since(conn: sa.Connection, version: int, upto: int) -> tuple[int, set[int]] | None:
-    """(newest version, providers changed after `version`), `upto` being the
-    current version read before; None when the changes since then are no longer
-    all kept (pruned, or removed by hand): the reader must reload."""
-    c = t.ledger_changes
-    rows = conn.execute(sa.select(c.c.version, c.c.provider_id).where(c.c.version > version)).all()
-    versions = {row.version for row in rows}
-    if upto > version and (not versions or min(versions) != version + 1):
+def vector(conn: sa.Connection) -> dict[int, int]:
+    """Every writer's version, read in one statement."""
+    return {
+        writer: version for writer, version in conn.execute(sa.select(_W.c.writer, _W.c.version))
+    }
+
+
+@dataclass
+class CaughtUp:
+    """What a reader at `known` finds in the journal."""
+
+    seen: dict[int, int]  # writer -> the newest version read (at least the vector's)
+    providers: set[int]  # changed since `known`
+
+    @property
+    def total(self) -> int:
+        return sum(self.seen.values())
+
+
+def since(conn: sa.Connection, known: dict[int, int]) -> CaughtUp | None:
+    """The providers changed after the vector `known`; None when what changed is no
+    longer all kept (a writer's changes pruned, a retired writer whose last changes
+    were not known, rows removed by hand): the reader must reload everything."""
+    now = vector(conn)
+    if any(now[w] < v for w, v in known.items() if w in now):
+        return None  # a writer went back: its row was made again
+    vanished = sum(v for w, v in known.items() if w not in now)
+    if now.get(RETIRED, 0) - known.get(RETIRED, 0) != vanished:
         return None
-    return max(versions, default=version), {row.provider_id for row in rows}
+    behind = {w: known.get(w, 0) for w, v in now.items() if w != RETIRED and v > known.get(w, 0)}
+    seen, providers = dict(now), set()
+    versions: dict[int, set[int]] = {w: set() for w in behind}
+    ordered = sorted(behind.items())
+    for start in range(0, len(ordered), CHUNK):
+        after = [
+            sa.and_(_C.c.writer == w, _C.c.version > v) for w, v in ordered[start : start + CHUNK]
+        ]
+        rows = conn.execute(
+            sa.select(_C.c.writer, _C.c.version, _C.c.provider_id).where(sa.or_(*after))
+        )
+        for writer, version, provider in rows:
+            versions[writer].add(version)
+            providers.add(provider)
+    for writer, was in behind.items():
+        newest = max(versions[writer], default=was)
+        if newest < now[writer] or len(versions[writer]) != newest - was:
+            return None  # a gap: pruned, or deleted by hand
+        seen[writer] = newest
+    return CaughtUp(seen, providers)

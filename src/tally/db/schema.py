@@ -117,18 +117,23 @@ resource_provider_aggregates = sa.Table(
     *timestamps(),
 )
 
-# The ledger journal: which providers each write transaction changed, so every
-# worker's in-memory candidates index can catch up (tally.db.journal).
-ledger_version = sa.Table(
-    "tally_ledger_version",
+# The ledger journal (tally.db.journal): each database connection that writes is a
+# writer with its own version row, bumped by its own transactions only, so writes on
+# different connections (workers, hosts, cluster nodes) share no row; the changes
+# name which providers each writer's version changed. Writer 0 holds the versions of
+# writers retired after a day idle, so the sum of all versions only ever grows.
+ledger_writers = sa.Table(
+    "tally_ledger_writers",
     metadata,
-    sa.Column("id", sa.Integer, primary_key=True),  # one row, id 1
+    sa.Column("writer", sa.BigInteger, primary_key=True, autoincrement=False),
     sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("touched", sa.DateTime, nullable=False),
 )
 
 ledger_changes = sa.Table(
     "tally_ledger_changes",
     metadata,
+    sa.Column("writer", sa.BigInteger, primary_key=True, autoincrement=False),
     sa.Column("version", sa.BigInteger, primary_key=True, autoincrement=False),
     # a provider id; 0: names (classes, traits) changed; -1: reload everything
     sa.Column("provider_id", sa.Integer, primary_key=True, autoincrement=False),

@@ -83,12 +83,14 @@ def rss_mb() -> float:
 
 
 class Index:
-    """The providers of one database, as of `version` of its journal."""
+    """The providers of one database, as of the journal's `writers` (whose sum
+    is `version`)."""
 
     def __init__(self, max_mb: int = 0) -> None:
         self.max_mb = max_mb  # 0: no cap
         self.enabled = True
-        self.version: int | None = None
+        self.version: int | None = None  # the journal's total as of the index
+        self.writers: dict[int, int] = {}  # the journal's vector as of the index
         self.grown_mb = 0.0  # resident memory the last full load added
         self.measure = rss_mb
         self._lock = threading.Lock()
@@ -147,17 +149,17 @@ class Index:
     # -- keeping up with the journal ------------------------------------------
 
     def _catch_up(self, conn: sa.Connection) -> None:
-        version = journal.current(conn)
-        if version == self.version:
-            return
-        behind = self.version is not None and version > self.version
-        found = (
-            journal.since(conn, self.version, version) if behind else None
-        )  # else: new, or reset
-        if found is None or journal.EVERYTHING in found[1]:
-            self._load_everything(conn, version)
-            return
-        newest, changed = found
+        if self.version is not None:
+            if journal.current(conn) == self.version:
+                return
+            found = journal.since(conn, self.writers)
+            if found is not None and journal.EVERYTHING not in found.providers:
+                self._apply(conn, found)
+                return
+        self._load_everything(conn)
+
+    def _apply(self, conn: sa.Connection, found: journal.CaughtUp) -> None:
+        changed = found.providers
         if journal.NAMES in changed:
             self._load_names(conn)
             self._summaries.clear()  # a renamed class shows in every summary
@@ -167,19 +169,22 @@ class Index:
         changed.discard(journal.NAMES)
         if changed:
             self._reload(conn, changed)
-        self.version = max(version, newest)
+        self.writers = found.seen
+        self.version = found.total
 
-    def _load_everything(self, conn: sa.Connection, version: int) -> None:
+    def _load_everything(self, conn: sa.Connection) -> None:
         self._clear()
         before = self.measure()
+        writers = journal.vector(conn)  # read first: what commits during the load shows later
         self._load_names(conn)
         self._load(conn, None)
-        self.version = version
+        self.writers = writers
+        self.version = sum(writers.values())
         self.grown_mb = self.measure() - before
         LOG.info(
-            "candidates index loaded: %d providers at ledger version %d (%+.0f MiB)",
+            "candidates index loaded: %d providers at ledger total %d (%+.0f MiB)",
             len(self.rows),
-            version,
+            self.version,
             self.grown_mb,
         )
         if self.max_mb and self.grown_mb > self.max_mb:
