@@ -1,5 +1,6 @@
 """`/healthcheck`, in oslo.middleware's healthcheck shape, open without a token (for
-load balancers): the database answering `SELECT 1` is healthy.
+load balancers): the database answering `SELECT 1` is healthy, and on a Galera node
+that node being ready, in the Primary Component and synced.
 
 GET: 200 and `OK` (text/plain) or 503 and the reason; with `Accept: application/json`
 oslo's JSON reply, `{"detailed": false, "reasons": [...]}`, and its detailed form (the
@@ -22,6 +23,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tally.db import probe
+from tally.db.cluster import cluster_state
 from tally.db.engine import ping
 
 
@@ -70,9 +72,12 @@ class Healthcheck:
         backend = self.engine.url.get_backend_name()
         try:
             took = ping(self.engine)
+            unready = cluster_state(self.engine)
         except sa.exc.SQLAlchemyError as exc:
             why = probe.reason(exc) if isinstance(exc, sa.exc.DBAPIError) else str(exc)
             return False, "database unavailable", f"{backend}: {why}"
+        if unready:
+            return False, "database node unready", f"{backend}: {unready}"
         return True, "OK", f"{backend} answered SELECT 1 in {took:.1f} ms"
 
     def json_body(self, reason: str, details: str, detailed: bool) -> str:

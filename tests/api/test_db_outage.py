@@ -20,7 +20,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from tally.config import Settings
-from tally.db.engine import make_engine, unavailable
+from tally.db.engine import make_engine
+from tally.db.retry import unavailable
 from tally.placement.app import create_app
 from tally.placement.ledger.bootstrap import prepare_database
 from tests.conftest import PlacementClient

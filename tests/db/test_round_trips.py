@@ -14,7 +14,8 @@ import sqlalchemy as sa
 
 from tally.db import engine as engine_module
 from tally.db import schema as t
-from tally.db.engine import transaction, unavailable
+from tally.db.engine import transaction
+from tally.db.retry import unavailable
 from tally.placement.ledger import providers
 from tally.placement.ledger.common import utcnow
 from tests.builders import provider_with_inventory

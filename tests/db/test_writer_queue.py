@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tally.db.engine import WriterQueue, make_engine, transaction, unavailable
+from tally.db.engine import WriterQueue, make_engine, transaction
+from tally.db.retry import unavailable
 
 
 @pytest.fixture

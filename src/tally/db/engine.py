@@ -37,8 +37,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from tally import metrics
-from tally.db import probe
+from tally.db import cluster, probe
 
 LOG = logging.getLogger(__name__)
 WRITE = "tally_write"
@@ -46,24 +45,14 @@ READ = "tally_read"
 IDLE_PING_SECONDS = 1.0
 T = TypeVar("T")
 N = TypeVar("N")
+# A server database that does not answer within this (connect, and on MySQL each
+# read and write of the socket) is down for this request (503): a frozen or cut-off
+# cluster node must not hold requests. A URL's own connect_timeout, read_timeout or
+# write_timeout wins.
+NETWORK_TIMEOUT_SECONDS = 3
 _NOTES = "tally.notes"
 _LAST = "tally.at_commit"
 _Statements = list[tuple[sa.Executable, dict | None]]
-
-# Transactions the database aborted to resolve a race: run them again.
-_RETRIABLE_PGCODES = {"40001", "40P01"}  # serialization_failure, deadlock_detected
-_RETRIABLE_MYSQL_ERRNOS = {1213, 1205}  # deadlock found, lock wait timeout
-
-# The database cannot be reached or used right now (a retry later may work), as
-# opposed to a statement being wrong. PostgreSQL SQLSTATE classes: 08 connection
-# exception, 53 insufficient resources (too many connections, disk full), 57P0x
-# shutting down / starting up, 55P03 lock timeout. MySQL errors: too many connections,
-# shutdown in progress, lock wait timeout, can't connect, server gone away, lost
-# connection. SQLite: locked past the busy timeout, file missing or unreadable.
-_UNAVAILABLE_PG_CLASSES = {"08", "53"}
-_UNAVAILABLE_PGCODES = {"57P01", "57P02", "57P03", "55P03"}  # and lock_not_available
-_UNAVAILABLE_MYSQL_ERRNOS = {1040, 1053, 1205, 2002, 2003, 2005, 2006, 2013, 2055}
-_UNAVAILABLE_SQLITE = ("database is locked", "unable to open database file", "disk i/o error")
 
 
 def make_engine(url: str) -> sa.Engine:
@@ -79,14 +68,21 @@ def make_engine(url: str) -> sa.Engine:
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
     options: dict = {"pool_size": 10, "max_overflow": 20}
+    given = set(parsed.query)
     if parsed.get_backend_name() in ("mysql", "mariadb"):
         # As on PostgreSQL, each statement sees what committed before it: under InnoDB's
         # default REPEATABLE READ a writer that waited for a row lock would still read
         # usage from the snapshot taken before the wait, and lose every generation CAS.
         options["isolation_level"] = "READ COMMITTED"
+        timeouts = {"connect_timeout", "read_timeout", "write_timeout"} - given
+        options["connect_args"] = dict.fromkeys(timeouts, NETWORK_TIMEOUT_SECONDS)
+    elif parsed.get_backend_name() == "postgresql" and "connect_timeout" not in given:
+        options["connect_args"] = {"connect_timeout": NETWORK_TIMEOUT_SECONDS}
     engine = probe.create(parsed, **options)
     _ping_when_idle(engine)
     _refuse_writes_in_reads(engine)
+    if parsed.get_backend_name() in ("mysql", "mariadb"):
+        cluster.causal_reads_on_galera(engine)
     return engine
 
 
@@ -402,86 +398,3 @@ def notes(
     if key not in kept:
         kept[key] = (order, make(), flush)
     return kept[key][1]
-
-
-class RunAgain(Exception):  # noqa: N818 (not an error: a request to run once more)
-    """Raised by the body of `run_retrying` whose first run took a shortcut that
-    turned out not to apply: it runs once more, not counted as a race."""
-
-
-def run_retrying(
-    engine: sa.Engine,
-    body: Callable[[sa.Connection], T],
-    *,
-    retries: int,
-    gave_up: Callable[[], Exception],
-    also: tuple[type[Exception], ...] = (),
-) -> T:
-    """`body` in a write transaction; run again from the start, at most `retries`
-    times in all, when the database aborted it to resolve a race with another writer
-    (deadlock, serialization failure, lock wait timeout) or it raised one of `also`
-    (races the caller detects itself). Then `gave_up()` is raised. A first
-    `RunAgain` runs it once more without counting."""
-    attempts, limit, free = 0, max(1, retries), 1
-    while True:
-        try:
-            with transaction(engine, write=True) as conn:
-                return body(conn)
-        except RunAgain:
-            if not free:
-                raise
-            free -= 1
-            continue
-        except also as exc:
-            LOG.debug("write raced another writer (%s); retrying", type(exc).__name__)
-        except sa.exc.DBAPIError as exc:
-            if not _retriable(exc):
-                raise
-            LOG.debug("write hit %s; retrying", exc.orig)
-        attempts += 1
-        if attempts >= limit:
-            break
-        metrics.database_retry()
-    LOG.warning("write gave up after %d attempts", limit)
-    raise gave_up()
-
-
-def _retriable(exc: sa.exc.DBAPIError) -> bool:
-    """A deadlock or serialization failure the database resolved by aborting us."""
-    pgcode, mysql_errno = _codes(exc)
-    return pgcode in _RETRIABLE_PGCODES or mysql_errno in _RETRIABLE_MYSQL_ERRNOS
-
-
-def _codes(exc: sa.exc.DBAPIError) -> tuple[str | None, object]:
-    orig = exc.orig
-    pgcode = getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
-    mysql_errno = orig.args[0] if orig is not None and orig.args else None
-    return pgcode, mysql_errno
-
-
-def unavailable(exc: BaseException) -> bool:
-    """Whether `exc` says the database cannot be reached or used now (down,
-    restarting, refusing connections, out of connections, locked past the busy
-    timeout, the pool exhausted), so the request may work if sent again later."""
-    if isinstance(exc, sa.exc.TimeoutError):  # no pooled connection came free in time
-        return True
-    if not isinstance(exc, sa.exc.DBAPIError):
-        return False
-    if exc.connection_invalidated:  # the driver said: disconnected
-        return True
-    if not isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
-        return False
-    pgcode, mysql_errno = _codes(exc)
-    module = type(exc.orig).__module__
-    if module.startswith("psycopg"):
-        # No SQLSTATE: the client library failed (connection refused or lost).
-        return (
-            pgcode is None
-            or pgcode[:2] in _UNAVAILABLE_PG_CLASSES
-            or (pgcode in _UNAVAILABLE_PGCODES)
-        )
-    if module.startswith("pymysql") or module.startswith("MySQLdb"):
-        return mysql_errno in _UNAVAILABLE_MYSQL_ERRNOS
-    if module.startswith("sqlite3"):
-        return str(exc.orig).lower().startswith(_UNAVAILABLE_SQLITE)
-    return False

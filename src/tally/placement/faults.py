@@ -11,7 +11,7 @@ import logging
 
 import falcon
 
-from tally.db.engine import unavailable
+from tally.db.retry import unavailable
 from tally.placement import errors as codes
 from tally.placement.ledger.errors import TallyError
 

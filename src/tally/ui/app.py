@@ -22,7 +22,7 @@ import falcon
 import sqlalchemy as sa
 
 from tally.config import Settings
-from tally.db.engine import unavailable
+from tally.db.retry import unavailable
 from tally.placement import middleware, policy
 from tally.placement.ledger.errors import BadRequest, TallyError
 from tally.ui import auth, render, seams, views

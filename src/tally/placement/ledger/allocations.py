@@ -23,8 +23,9 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import RunAgain, at_commit, insert_at_commit, transaction
-from tally.db.engine import run_retrying as run_retrying_in_engine
+from tally.db.engine import at_commit, insert_at_commit, transaction
+from tally.db.retry import RunAgain, retrying
+from tally.db.retry import run_retrying as run_retrying_in_engine
 from tally.placement.ledger import consumers as cons
 from tally.placement.ledger import history, provider_bumps
 from tally.placement.ledger.common import (
@@ -189,6 +190,7 @@ def _newest(rows: list[sa.Row]) -> dt.datetime | None:
 # ---------------------------------------------------------------- delete
 
 
+@retrying
 def delete_consumer(engine: sa.Engine, consumer_uuid: str) -> None:
     """DELETE /allocations/{uuid}: remove every allocation of the consumer, and
     the consumer with them. As upstream, provider generations do not move."""

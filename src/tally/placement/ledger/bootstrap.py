@@ -10,8 +10,10 @@ import sqlalchemy as sa
 from tally.db import journal, migrate, probe
 from tally.db import schema as t
 from tally.db.engine import transaction
+from tally.db.retry import retrying
 
 
+@retrying
 def sync_standards(engine: sa.Engine) -> None:
     with transaction(engine, write=True) as conn:
         have = {row.name for row in conn.execute(sa.select(t.resource_classes.c.name))}

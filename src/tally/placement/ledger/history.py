@@ -36,6 +36,7 @@ from tally.db import history as recorder
 from tally.db import schema as t
 from tally.db.engine import transaction
 from tally.db.history import CALLER, Caller, recording
+from tally.db.retry import retrying
 
 log = logging.getLogger("tally.placement.history")
 
@@ -412,6 +413,7 @@ def _entry(row: sa.Row) -> Entry:
 # ---------------------------------------------------------------- retention
 
 
+@retrying
 def prune(
     engine: sa.Engine,
     keep_days: int,

@@ -25,6 +25,7 @@ import sqlalchemy as sa
 
 from tally.db import schema as t
 from tally.db.engine import at_commit, insert_at_commit, transaction
+from tally.db.retry import retrying
 from tally.placement.ledger import history
 from tally.placement.ledger.capacity_guard import UPDATE_CONFLICT, guard
 from tally.placement.ledger.common import bump_generation, provider_row, utcnow
@@ -121,6 +122,7 @@ def get_inventory(engine: sa.Engine, uuid: str, resource_class: str) -> tuple[in
 # ---------------------------------------------------------------- writes
 
 
+@retrying
 def replace_inventories(
     engine: sa.Engine, uuid: str, generation: int, records: list[Record], rules: Rules
 ) -> ProviderInventory:
@@ -140,6 +142,7 @@ def replace_inventories(
         return _write(conn, provider, state, after, rules, opening=UPDATE_CONFLICT, last=True)
 
 
+@retrying
 def add_inventory(engine: sa.Engine, uuid: str, record: Record, rules: Rules) -> tuple[int, Record]:
     """Add the inventory of one class the provider does not have yet (POST)."""
     with transaction(engine, write=True) as conn:
@@ -161,6 +164,7 @@ def add_inventory(engine: sa.Engine, uuid: str, record: Record, rules: Rules) ->
         return found.generation, found.records[record.resource_class]
 
 
+@retrying
 def update_inventory(
     engine: sa.Engine, uuid: str, generation: int, record: Record, rules: Rules
 ) -> tuple[int, Record]:
@@ -181,6 +185,7 @@ def update_inventory(
         return found.generation, found.records[record.resource_class]
 
 
+@retrying
 def delete_inventory(engine: sa.Engine, uuid: str, resource_class: str, rules: Rules) -> int:
     """Remove the inventory of one class; the new provider generation."""
     with transaction(engine, write=True) as conn:
@@ -196,6 +201,7 @@ def delete_inventory(engine: sa.Engine, uuid: str, resource_class: str, rules: R
         return _write(conn, provider, state, after, rules, opening=opening, last=True).generation
 
 
+@retrying
 def delete_inventories(engine: sa.Engine, uuid: str, rules: Rules) -> int:
     """Remove every inventory of the provider; the new provider generation."""
     with transaction(engine, write=True) as conn:

@@ -20,7 +20,8 @@ from sqlalchemy.dialects import postgresql
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import is_sqlite, run_retrying, transaction
+from tally.db.engine import is_sqlite, transaction
+from tally.db.retry import retrying, run_retrying
 from tally.placement.ledger import history, provider_listing
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.common import (
@@ -166,6 +167,7 @@ def list_provider_rows(
 # --- writing -----------------------------------------------------------------
 
 
+@retrying
 def create_provider(
     engine: sa.Engine, *, name: str, uuid: str, parent_uuid: str | None = None
 ) -> Provider:
@@ -301,6 +303,7 @@ def _update(
     return found
 
 
+@retrying
 def delete_provider(engine: sa.Engine, uuid: str) -> None:
     """Delete a provider with its inventories, traits and aggregate links;
     409 while it has children or allocations."""

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import is_sqlite, transaction
+from tally.db.retry import retrying
 from tally.placement.ledger.common import has_rows, row_by_name, utcnow
 from tally.placement.ledger.errors import BadRequest, Conflict, NotFound
 
@@ -106,6 +107,7 @@ def _lookup(engine: sa.Engine, name: str) -> ResourceClass | None:
         return _find(conn, name)
 
 
+@retrying
 def ensure_class(engine: sa.Engine, name: str, *, must_be_new: bool) -> tuple[ResourceClass, bool]:
     """Create the custom class `name`; `(class, created)`.
 
@@ -132,6 +134,7 @@ def ensure_class(engine: sa.Engine, name: str, *, must_be_new: bool) -> tuple[Re
     )
 
 
+@retrying
 def rename_class(engine: sa.Engine, name: str, new_name: str) -> ResourceClass:
     """The PUT of 1.2 - 1.6: rename a custom class (standard ones are fixed)."""
     try:
@@ -151,6 +154,7 @@ def rename_class(engine: sa.Engine, name: str, new_name: str) -> ResourceClass:
         raise Conflict(f"Resource class already exists: {new_name}") from None
 
 
+@retrying
 def delete_class(engine: sa.Engine, name: str) -> None:
     """Delete a custom class nobody uses: standard -> 400, in use -> 409."""
     with transaction(engine, write=True) as conn:

@@ -16,6 +16,7 @@ import sqlalchemy as sa
 from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import at_commit, insert_at_commit, transaction
+from tally.db.retry import retrying
 from tally.placement.ledger import history
 from tally.placement.ledger.common import (
     bump_generation,
@@ -91,6 +92,7 @@ def get_trait(engine: sa.Engine, name: str) -> Trait:
         return _get(conn, name)
 
 
+@retrying
 def ensure_trait(engine: sa.Engine, name: str) -> tuple[Trait, bool]:
     """Create the custom trait `name` unless it exists; `(trait, created)`."""
     try:
@@ -109,6 +111,7 @@ def ensure_trait(engine: sa.Engine, name: str) -> tuple[Trait, bool]:
         return get_trait(engine, name), False
 
 
+@retrying
 def delete_trait(engine: sa.Engine, name: str) -> None:
     """Delete a custom trait no provider has: standard -> 400, in use -> 409."""
     with transaction(engine, write=True) as conn:
@@ -169,6 +172,7 @@ def provider_traits(engine: sa.Engine, uuid: str) -> ProviderTraits:
         return ProviderTraits(provider.generation, _traits_of(conn, provider.id))
 
 
+@retrying
 def set_provider_traits(
     engine: sa.Engine, uuid: str, names: list[str], generation: int | None
 ) -> ProviderTraits:

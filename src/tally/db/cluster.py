@@ -1,0 +1,50 @@
+"""A database that is a cluster: Galera's causal reads, and whether this node should
+take requests now (the health check asks, so a load balancer stops sending to a node
+that is syncing, cut off from the Primary Component or not answering)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+# wsrep_sync_wait on Galera: 1 = reads wait for the node to apply what the cluster
+# committed before them (causal reads); see causal_reads_on_galera.
+GALERA_SYNC_WAIT = 1
+
+
+def causal_reads_on_galera(engine: sa.Engine) -> None:
+    """On a Galera node, every statement of ours first waits until the node applied
+    every write-set the cluster committed before it (`wsrep_sync_wait`): a write
+    acknowledged through another node is seen by the very next read here (the
+    index's catch-up, a write's own checks). Elsewhere nothing changes."""
+
+    @event.listens_for(engine, "connect")
+    def _connected(dbapi_conn, _record) -> None:  # noqa: ANN001
+        cursor = dbapi_conn.cursor()
+        try:
+            cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
+            row = cursor.fetchone()
+            if row and str(row[1]).upper() == "ON":
+                cursor.execute(f"SET SESSION wsrep_sync_wait = {GALERA_SYNC_WAIT}")
+        finally:
+            cursor.close()
+
+
+def cluster_state(engine: sa.Engine) -> str | None:
+    """Why this database node should not take requests now (a Galera node that is
+    not ready, not in the Primary Component or not synced), or None."""
+    if engine.dialect.name not in ("mysql", "mariadb"):
+        return None
+    names = ("wsrep_ready", "wsrep_cluster_status", "wsrep_local_state_comment")
+    query = "SHOW GLOBAL STATUS WHERE Variable_name IN ('" + "', '".join(names) + "')"
+    with engine.connect() as conn:
+        status = {name.lower(): str(value) for name, value in conn.exec_driver_sql(query)}
+    if not status:
+        return None  # not a Galera node
+    if status.get("wsrep_ready", "").upper() != "ON":
+        return "galera node not ready (wsrep_ready=OFF)"
+    if status.get("wsrep_cluster_status") != "Primary":
+        return f"galera node not in the Primary Component ({status.get('wsrep_cluster_status')})"
+    if status.get("wsrep_local_state_comment") != "Synced":
+        return f"galera node not synced ({status.get('wsrep_local_state_comment')})"
+    return None
