@@ -8,11 +8,23 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 # wsrep_sync_wait on Galera: 1 = reads wait for the node to apply what the cluster
-# committed before them (causal reads); see causal_reads_on_galera.
+# committed before them (causal reads); see causal_reads_on_galera. A database URL's
+# `?wsrep_sync_wait=N` sets another level (0: off, for a single writer node).
 GALERA_SYNC_WAIT = 1
+SYNC_WAIT_PARAMETER = "wsrep_sync_wait"
 
 
-def causal_reads_on_galera(engine: sa.Engine) -> None:
+def sync_wait_level(given: str | tuple[str, ...] | None) -> int:
+    """The wsrep_sync_wait level of a URL's parameter (GALERA_SYNC_WAIT if absent)."""
+    if given is None:
+        return GALERA_SYNC_WAIT
+    value = given[-1] if isinstance(given, tuple) else given
+    if not value.isdigit() or int(value) > 15:
+        raise ValueError(f"wsrep_sync_wait must be an integer 0-15, not {value!r}")
+    return int(value)
+
+
+def causal_reads_on_galera(engine: sa.Engine, level: int = GALERA_SYNC_WAIT) -> None:
     """On a Galera node, every statement of ours first waits until the node applied
     every write-set the cluster committed before it (`wsrep_sync_wait`): a write
     acknowledged through another node is seen by the very next read here (the
@@ -25,7 +37,7 @@ def causal_reads_on_galera(engine: sa.Engine) -> None:
             cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
             row = cursor.fetchone()
             if row and str(row[1]).upper() == "ON":
-                cursor.execute(f"SET SESSION wsrep_sync_wait = {GALERA_SYNC_WAIT}")
+                cursor.execute(f"SET SESSION wsrep_sync_wait = {int(level)}")
         finally:
             cursor.close()
 
@@ -38,9 +50,10 @@ def cluster_state(engine: sa.Engine) -> str | None:
     names = ("wsrep_ready", "wsrep_cluster_status", "wsrep_local_state_comment")
     query = "SHOW GLOBAL STATUS WHERE Variable_name IN ('" + "', '".join(names) + "')"
     with engine.connect() as conn:
+        wsrep = conn.exec_driver_sql("SHOW VARIABLES LIKE 'wsrep_on'").first()
+        if wsrep is None or str(wsrep[1]).upper() != "ON":
+            return None  # not a Galera node (MariaDB has the status variables anyway)
         status = {name.lower(): str(value) for name, value in conn.exec_driver_sql(query)}
-    if not status:
-        return None  # not a Galera node
     if status.get("wsrep_ready", "").upper() != "ON":
         return "galera node not ready (wsrep_ready=OFF)"
     if status.get("wsrep_cluster_status") != "Primary":

@@ -62,6 +62,11 @@ def make_engine(url: str) -> sa.Engine:
     as for a missing driver). A placement.conf's `postgresql+psycopg2://` or
     `mysql://` runs on Tally's driver when theirs is not installed."""
     parsed = probe.with_our_driver(url)
+    try:  # ours, not the driver's
+        sync_wait = cluster.sync_wait_level(parsed.query.get(cluster.SYNC_WAIT_PARAMETER))
+    except ValueError as exc:
+        raise probe.UnusableDatabase(f"database URL {probe.safe_url(parsed)}: {exc}") from None
+    parsed = parsed.difference_update_query([cluster.SYNC_WAIT_PARAMETER])
     # A SQLite file that exists but cannot be read now is refused too: it cannot be
     # "down", and our first connection would change its journal mode.
     probe.refuse_foreign(parsed, strict=parsed.get_backend_name() == "sqlite")
@@ -82,7 +87,7 @@ def make_engine(url: str) -> sa.Engine:
     _ping_when_idle(engine)
     _refuse_writes_in_reads(engine)
     if parsed.get_backend_name() in ("mysql", "mariadb"):
-        cluster.causal_reads_on_galera(engine)
+        cluster.causal_reads_on_galera(engine, sync_wait)
     return engine
 
 
