@@ -181,18 +181,22 @@ def scenarios(hosts: Hosts, seconds: float, clients: int) -> dict:
     return figures
 
 
-def first_503(url: str, limit: float) -> float | None:
-    """Seconds until `url` answers a write with 503 (None: not within `limit`)."""
+def first_503(url: str, limit: float, seen: list | None = None) -> float | None:
+    """Seconds until `url` answers a write with 503 (None: not within `limit`);
+    `seen` collects (status, seconds) of each answer before."""
     started = time.monotonic()
     while time.monotonic() - started < limit:
+        sent = time.monotonic()
         try:
             status = httpx.put(
-                f"{url}/traits/CUSTOM_PROBE_{int(time.monotonic() * 1000)}",
+                f"{url}/traits/CUSTOM_PROBE_{time.monotonic_ns()}",
                 headers=load.HEADERS,
                 timeout=limit,
             ).status_code
         except httpx.HTTPError:
             status = 0
+        if seen is not None:
+            seen.append((status, round(time.monotonic() - sent, 2)))
         if status == 503:
             return round(time.monotonic() - started, 2)
         time.sleep(0.1)
@@ -254,6 +258,16 @@ def faults(hosts: Hosts, clients: int) -> dict:
     return results
 
 
+def ensure_upstream() -> None:
+    """Upstream Placement 16.0.0 and gunicorn in PERF_VENV (made when missing)."""
+    if (PERF_VENV / "bin" / "placement-manage").exists():
+        return
+    print(f"installing upstream Placement 16.0.0 into {PERF_VENV}", flush=True)
+    subprocess.run([sys.executable, "-m", "venv", str(PERF_VENV)], check=True)
+    packages = ["openstack-placement==16.0.0", "gunicorn", "pymysql"]
+    subprocess.run([str(PERF_VENV / "bin" / "pip"), "install", "-q", *packages], check=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--servers", default="tally,upstream")
@@ -264,6 +278,8 @@ def main() -> None:
     args = parser.parse_args()
     if cluster("status", "db1").strip() != "Primary Synced ON":
         subprocess.run([CLUSTER, "up", "galera"], check=True)
+    if "upstream" in args.servers:
+        ensure_upstream()
     logs = Path("/tmp/tally-cluster-bench")
     logs.mkdir(exist_ok=True)
     report: dict = {}

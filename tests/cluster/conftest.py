@@ -36,13 +36,17 @@ def _why_not() -> str | None:
     return None
 
 
+_STARTED: list[str] = []  # what this session started (and stops at its end)
+
+
 @pytest.fixture(scope="session")
 def cluster_tool() -> Iterator[str]:
     why = _why_not()
     if why:
         pytest.skip(why)
     yield CLUSTER
-    subprocess.run([CLUSTER, "down"], check=False)
+    if _STARTED:  # a cluster that was up before the session is left up
+        subprocess.run([CLUSTER, "down"], check=False)
 
 
 def cluster(*args: str) -> str:
@@ -54,6 +58,7 @@ def galera(cluster_tool: str) -> str:
     """A 3-node Galera cluster, db1..db3 (started once per session)."""
     if cluster("status", "db1").strip() != "Primary Synced ON":
         subprocess.run([cluster_tool, "up", "galera"], check=True)
+        _STARTED.append("galera")
     return cluster_tool
 
 
@@ -62,4 +67,5 @@ def postgres_pair(cluster_tool: str) -> str:
     """A PostgreSQL primary (pg1) with a synchronous streaming standby (pg2)."""
     if cluster("status", "pg1").strip() != "primary":
         subprocess.run([cluster_tool, "up", "pg"], check=True)
+        _STARTED.append("pg")
     return cluster_tool

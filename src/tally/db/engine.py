@@ -45,11 +45,13 @@ READ = "tally_read"
 IDLE_PING_SECONDS = 1.0
 T = TypeVar("T")
 N = TypeVar("N")
-# A server database that does not answer within this (connect, and on MySQL each
-# read and write of the socket) is down for this request (503): a frozen or cut-off
-# cluster node must not hold requests. A URL's own connect_timeout, read_timeout or
-# write_timeout wins.
-NETWORK_TIMEOUT_SECONDS = 3
+# A server database that does not answer in time is down for this request (503): a
+# frozen or cut-off cluster node must not hold requests. Connecting (PostgreSQL's
+# libpq takes 2 s at least), and on MySQL each read and write of the connection; an
+# idle pooled connection's ping and the reconnect after it fit in 3 s together. A
+# URL's own connect_timeout, read_timeout or write_timeout wins.
+MYSQL_TIMEOUTS = {"connect_timeout": 1, "read_timeout": 2, "write_timeout": 2}
+PG_CONNECT_TIMEOUT = 2
 _NOTES = "tally.notes"
 _LAST = "tally.at_commit"
 _Statements = list[tuple[sa.Executable, dict | None]]
@@ -79,10 +81,10 @@ def make_engine(url: str) -> sa.Engine:
         # default REPEATABLE READ a writer that waited for a row lock would still read
         # usage from the snapshot taken before the wait, and lose every generation CAS.
         options["isolation_level"] = "READ COMMITTED"
-        timeouts = {"connect_timeout", "read_timeout", "write_timeout"} - given
-        options["connect_args"] = dict.fromkeys(timeouts, NETWORK_TIMEOUT_SECONDS)
+        timeouts = {k: v for k, v in MYSQL_TIMEOUTS.items() if k not in given}
+        options["connect_args"] = timeouts
     elif parsed.get_backend_name() == "postgresql" and "connect_timeout" not in given:
-        options["connect_args"] = {"connect_timeout": NETWORK_TIMEOUT_SECONDS}
+        options["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT}
     engine = probe.create(parsed, **options)
     _ping_when_idle(engine)
     _refuse_writes_in_reads(engine)
@@ -109,8 +111,11 @@ def _ping_when_idle(engine: sa.Engine) -> None:
             return
         try:
             engine.dialect.do_ping(dbapi_conn)
-        except Exception as exc:  # the pool drops it and connects anew
-            raise sa.exc.DisconnectionError(f"stale pooled connection: {exc}") from exc
+        except Exception as exc:
+            if "timed out" in str(exc):  # a server that does not answer (a frozen node):
+                # no new connection would do better now; a 503 at once (unavailable)
+                raise sa.exc.TimeoutError(f"the database did not answer a ping: {exc}") from exc
+            raise sa.exc.DisconnectionError(f"stale pooled connection: {exc}") from exc  # anew
 
 
 def _refuse_writes_in_reads(engine: sa.Engine) -> None:
@@ -309,8 +314,9 @@ def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connectio
                     flush(conn, noted)
                 _commit_with_last_writes(conn, trans, conn.info.pop(_LAST, []))
         finally:
-            conn.info.pop(_NOTES, None)
-            conn.info.pop(_LAST, None)
+            if not conn.invalidated:  # (reading `info` of a lost connection would connect
+                conn.info.pop(_NOTES, None)  # anew: a second timeout on a frozen server)
+                conn.info.pop(_LAST, None)
 
 
 def at_commit(
