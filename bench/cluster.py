@@ -47,7 +47,10 @@ def cluster(*args: str) -> str:
 def node_sql(node: str, sql: str) -> str:
     host = {"db1": "10.77.0.11", "db2": "10.77.0.12", "db3": "10.77.0.13"}[node]
     cmd = ["mariadb", f"-h{host}", "-utally", "-ptally", "-N", "-B", "-e", sql]
-    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"{node}: {sql}: {done.stderr.strip()}")
+    return done.stdout
 
 
 def conflicts() -> dict[str, int]:
@@ -69,8 +72,9 @@ def conflicts() -> dict[str, int]:
 class Hosts:
     """Three API hosts of one kind, host i on node i."""
 
-    def __init__(self, kind: str, database: str, logs: Path) -> None:
+    def __init__(self, kind: str, database: str, logs: Path, url_query: str = "") -> None:
         self.kind, self.database, self.logs = kind, database, logs
+        self.url_query = url_query  # e.g. "?wsrep_sync_wait=0" (Tally's URL only)
         self.procs: list[subprocess.Popen] = []
 
     @property
@@ -92,7 +96,7 @@ class Hosts:
             if self.kind == "tally":
                 env = dict(
                     os.environ,
-                    TALLY_DATABASE_URL=self.node_url(i),
+                    TALLY_DATABASE_URL=self.node_url(i) + self.url_query,
                     TALLY_HOST=host,
                     TALLY_PORT=str(PORT),
                     TALLY_WORKERS="2",
@@ -151,7 +155,12 @@ class Hosts:
         self.procs = []
 
 
-def scenarios(hosts: Hosts, seconds: float, clients: int) -> dict:
+SCENARIOS = ("disjoint_1w", "disjoint_3w", "hot_1w", "hot_3w")
+
+
+def scenarios(
+    hosts: Hosts, seconds: float, clients: int, only: tuple[str, ...] = SCENARIOS
+) -> dict:
     """Each run on providers of its own, so no run starts from another's claims."""
     urls = hosts.urls
     probe = load.seed(urls[0], 1, prefix="probe")[0]
@@ -162,6 +171,8 @@ def scenarios(hosts: Hosts, seconds: float, clients: int) -> dict:
         ("hot_1w", urls[:1], 4, False),
         ("hot_3w", urls, 4, False),
     ):
+        if name not in only:
+            continue
         providers = load.seed(urls[0], count, prefix=name)
         before = conflicts()
         books, wall = load.run(through, providers, clients=clients, seconds=seconds, disjoint=apart)
@@ -274,6 +285,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=75)
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--faults", action="store_true")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument(
+        "--sync-wait", type=int, help="Tally's wsrep_sync_wait (default: Tally's own, 1)"
+    )
     parser.add_argument("--json")
     args = parser.parse_args()
     if cluster("status", "db1").strip() != "Primary Synced ON":
@@ -284,11 +299,13 @@ def main() -> None:
     logs.mkdir(exist_ok=True)
     report: dict = {}
     for kind in args.servers.split(","):
-        hosts = Hosts(kind, f"bench_{kind}", logs)
+        query = f"?wsrep_sync_wait={args.sync_wait}" if args.sync_wait is not None else ""
+        hosts = Hosts(kind, f"bench_{kind}", logs, query if kind == "tally" else "")
         try:
             hosts.start()
             print(f"== {kind}", flush=True)
-            report[kind] = scenarios(hosts, args.seconds, args.clients)
+            only = tuple(args.scenarios.split(","))
+            report[kind] = scenarios(hosts, args.seconds, args.clients, only)
             if args.faults and kind == "tally":
                 report[kind]["faults"] = faults(hosts, args.clients // 2)
         finally:
@@ -297,11 +314,13 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(report, indent=2))
     if "tally" in report and "upstream" in report:
         ours, theirs = report["tally"], report["upstream"]
-        for name in ("disjoint_1w", "disjoint_3w", "hot_1w", "hot_3w"):
+        for name in [n for n in SCENARIOS if n in ours]:
             ratio = ours[name]["writes_per_s"] / max(theirs[name]["writes_per_s"], 0.1)
             print(f"{name}: writes/s tally {ours[name]['writes_per_s']} upstream "
                   f"{theirs[name]['writes_per_s']} ({ratio:.2f}x)")  # fmt: skip
     for kind, figures in report.items():
+        if not all(name in figures for name in SCENARIOS):
+            continue
         scale = figures["disjoint_3w"]["writes_per_s"] / max(
             figures["disjoint_1w"]["writes_per_s"], 0.1
         )

@@ -211,7 +211,9 @@ def verify(url: str, providers: list[str], books: Books) -> Verdict:
         for consumer, provider in books.claimed.items():
             if consumer in books.unknown:  # a delete whose outcome nobody was told
                 continue
-            held = http.get(f"/allocations/{consumer}").json()["allocations"]
+            answer = http.get(f"/allocations/{consumer}")
+            assert answer.status_code == 200, f"reading {consumer}: {answer.text}"
+            held = answer.json()["allocations"]
             if consumer in books.deleted:
                 if held:
                     undeleted.append(consumer)

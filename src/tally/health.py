@@ -10,6 +10,7 @@ stacks) for an admin token only. HEAD: 204 or 503, no body (as oslo.middleware).
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import gc
 import io
@@ -25,6 +26,12 @@ import sqlalchemy as sa
 from tally.db import probe
 from tally.db.cluster import cluster_state
 from tally.db.engine import ping
+
+# A load balancer's check has a timeout of its own (often 2-5 s): a database that
+# does not answer (a frozen node) is reported unhealthy within this, while the ping
+# itself runs on to its own timeout in one of a few threads kept for it.
+ANSWER_SECONDS = 2.0
+_ASKING = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
 
 
 class Healthcheck:
@@ -70,9 +77,12 @@ class Healthcheck:
 
     def check(self) -> tuple[bool, str, str]:
         backend = self.engine.url.get_backend_name()
+        asked = _ASKING.submit(lambda: (ping(self.engine), cluster_state(self.engine)))
         try:
-            took = ping(self.engine)
-            unready = cluster_state(self.engine)
+            took, unready = asked.result(timeout=ANSWER_SECONDS)
+        except concurrent.futures.TimeoutError:
+            why = f"no answer within {ANSWER_SECONDS:g} s"
+            return False, "database unavailable", f"{backend}: {why}"
         except sa.exc.SQLAlchemyError as exc:
             why = probe.reason(exc) if isinstance(exc, sa.exc.DBAPIError) else str(exc)
             return False, "database unavailable", f"{backend}: {why}"

@@ -12,6 +12,27 @@ from typing import Any
 # dumps): never below INFO, whatever `log_level` says.
 QUIET_LOGGERS = ("keystonemiddleware", "keystoneauth", "keystoneclient", "oslo_policy")
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
+# Control characters (C0, DEL, C1) and Unicode line separators, as \xNN or \uNNNN: a
+# message quoting a client's bytes (a request line, a name, a header) cannot start a
+# line of its own in the log, so nobody can append a forged one.
+_ESCAPES = {
+    code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+    for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
+}
+
+
+def one_line(text: str) -> str:
+    """`text` with every control character escaped."""
+    return text.translate(_ESCAPES)
+
+
+class OneLineFormatter(logging.Formatter):
+    """Each record's message on one line, control characters escaped; a traceback
+    (our own text, not a client's) still follows on lines of its own."""
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 (logging's name)
+        record.message = one_line(record.message)
+        return super().formatMessage(record)
 
 
 def configure_logging(settings: Any) -> None:
@@ -19,11 +40,14 @@ def configure_logging(settings: Any) -> None:
     stderr; then, once, the placement.conf options Tally does not use."""
     level = getattr(logging, settings.log_level.upper(), logging.INFO)
     path = log_path(settings.log_file, settings.log_dir)
-    if path:
-        os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-        logging.basicConfig(level=level, format=FORMAT, filename=path)
-    else:
-        logging.basicConfig(level=level, format=FORMAT, stream=sys.stderr)
+    if not logging.getLogger().handlers:  # (as basicConfig: the first setup stays)
+        if path:
+            os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+            handler: logging.Handler = logging.FileHandler(path)
+        else:
+            handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(OneLineFormatter(FORMAT))
+        logging.basicConfig(level=level, handlers=[handler])
     for name in QUIET_LOGGERS:
         logger = logging.getLogger(name)
         logger.setLevel(max(logger.getEffectiveLevel(), logging.INFO))

@@ -34,7 +34,7 @@ from typing import Any
 
 from waitress.adjustments import Adjustments
 from waitress.channel import HTTPChannel
-from waitress.parser import HTTPRequestParser
+from waitress.parser import HTTPRequestParser, ParsingError
 from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import BadRequest, RequestEntityTooLarge
@@ -95,6 +95,7 @@ class _Parser(HTTPRequestParser):
     line_ok = False
     line = b""  # the request line, once it was read whole
     fields_refusal: BadRequest | None = None
+    framing_refused = False
 
     def __init__(self, adj: Adjustments) -> None:
         super().__init__(adj)
@@ -107,6 +108,8 @@ class _Parser(HTTPRequestParser):
                 self.refuse(refusal)
                 return len(data)
         consumed = super().received(data)
+        if self.error is not None and self.framing_refused:
+            return len(data)  # nothing after an ambiguous request is parsed (smuggling)
         limit = self.adj.tally_limits.body
         if self.error is None and self.fields_refusal is not None:
             self.error, self.completed = self.fields_refusal, True
@@ -120,9 +123,17 @@ class _Parser(HTTPRequestParser):
 
     def parse_header(self, header_plus: bytes) -> None:
         """Called once, with the request line and headers read whole."""
+        fields = header_plus.split(b"\r\n")[1:]
+        ambiguous = ambiguous_framing(fields)
+        if ambiguous:  # refused before waitress reads a byte of any body by it
+            try:  # the request line alone: the answer's HTTP version
+                super().parse_header(header_plus.split(b"\r\n", 1)[0] + b"\r\n")
+            except ParsingError:
+                super().parse_header(b"GET / HTTP/1.0\r\n")
+            self.error, self.completed, self.framing_refused = BadRequest(ambiguous), True, True
+            return
         super().parse_header(header_plus)
         limits: Limits = self.adj.tally_limits
-        fields = header_plus.split(b"\r\n")[1:]
         if len(fields) > limits.header_fields:
             self.fields_refusal = TooManyHeaders(
                 f"The request has more than {limits.header_fields} header fields."
@@ -150,6 +161,36 @@ class _Parser(HTTPRequestParser):
         if end >= 0:
             self.line_ok, self.line = True, head[:end]
         return None
+
+
+def ambiguous_framing(fields: list[bytes]) -> str | None:
+    """Why these header lines leave the request's end open to two readings (RFC 9112
+    section 6.3: a proxy and this server could split the stream differently, and a
+    request hidden in one's body would run on the other): both Content-Length and
+    Transfer-Encoding, a Transfer-Encoding other than exactly `chunked`, more than one
+    or a list of Content-Length, a line folded onto the one before (obs-fold), or
+    whitespace before a field's colon. None when the framing is plain."""
+    lengths, encodings = [], []
+    for field in fields:
+        if not field:
+            continue
+        if field[:1] in (b" ", b"\t"):
+            return "A header field is folded onto the line before it (obs-fold)."
+        name, colon, value = field.partition(b":")
+        if not colon or name != name.strip(b" \t"):
+            return "A header field name is followed by whitespace or has no colon."
+        key = name.lower()
+        if key == b"content-length":
+            lengths.append(value)
+        elif key == b"transfer-encoding":
+            encodings.append(value)
+    if lengths and encodings:
+        return "The request has both Content-Length and Transfer-Encoding."
+    if len(lengths) > 1 or any(b"," in value for value in lengths):
+        return "The request has more than one Content-Length."
+    if encodings and (len(encodings) > 1 or encodings[0].lstrip(b" ").lower() != b"chunked"):
+        return "Transfer-Encoding must be exactly chunked, once."
+    return None
 
 
 def _detail(error: BadRequest, limits: Limits) -> str:

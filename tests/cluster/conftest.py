@@ -1,6 +1,7 @@
 """Clustered databases for these tests, started by bin/cluster (root and network
-namespaces needed: each node and API host at its own address); every test of this
-folder runs in one pytest process (xdist group "cluster")."""
+namespaces needed: each node and API host at its own address). They share those
+clusters, so they run in one pytest process: `pytest -p no:xdist tests/cluster`, as
+bin/test runs them after the rest."""
 
 from __future__ import annotations
 
@@ -18,21 +19,18 @@ CLUSTER = str(REPO / "bin" / "cluster")
 sys.path.insert(0, str(REPO / "bench"))
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if "tests/cluster/" in str(item.path):
-            item.add_marker(pytest.mark.xdist_group("cluster"))
-
-
 def _why_not() -> str | None:
+    if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+        return "the cluster tests share one cluster: run them in one process (bin/test does)"
     if os.geteuid() != 0:
         return "the cluster tests need root (network namespaces; CI runs as root)"
     if shutil.which("ip") is None:
         return "the cluster tests need iproute2's `ip` (network namespaces)"
-    probe = subprocess.run(["ip", "netns", "add", "tly-probe"], capture_output=True, text=True)
+    name = f"tly-probe-{os.getpid()}"
+    probe = subprocess.run(["ip", "netns", "add", name], capture_output=True, text=True)
     if probe.returncode != 0:
         return f"network namespaces unavailable here: {probe.stderr.strip()}"
-    subprocess.run(["ip", "netns", "del", "tly-probe"], check=False)
+    subprocess.run(["ip", "netns", "del", name], check=False)
     return None
 
 
@@ -50,14 +48,17 @@ def cluster_tool() -> Iterator[str]:
 
 
 def cluster(*args: str) -> str:
-    return subprocess.run([CLUSTER, *args], check=True, capture_output=True, text=True).stdout
+    done = subprocess.run([CLUSTER, *args], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"bin/cluster {' '.join(args)}: exit {done.returncode}: {done.stderr}")
+    return done.stdout
 
 
 @pytest.fixture(scope="session")
 def galera(cluster_tool: str) -> str:
     """A 3-node Galera cluster, db1..db3 (started once per session)."""
     if cluster("status", "db1").strip() != "Primary Synced ON":
-        subprocess.run([cluster_tool, "up", "galera"], check=True)
+        cluster("up", "galera")
         _STARTED.append("galera")
     return cluster_tool
 
@@ -66,6 +67,6 @@ def galera(cluster_tool: str) -> str:
 def postgres_pair(cluster_tool: str) -> str:
     """A PostgreSQL primary (pg1) with a synchronous streaming standby (pg2)."""
     if cluster("status", "pg1").strip() != "primary":
-        subprocess.run([cluster_tool, "up", "pg"], check=True)
+        cluster("up", "pg")
         _STARTED.append("pg")
     return cluster_tool

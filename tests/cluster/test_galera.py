@@ -16,15 +16,18 @@ import cluster_load as load  # bench/cluster_load.py
 import httpx
 import pytest
 
+from tally.db.engine import MYSQL_TIMEOUTS
 from tests.cluster.conftest import cluster
+
+BOUND = MYSQL_TIMEOUTS["read_timeout"] + 1  # a frozen node's statement times out, then 503
 
 
 @pytest.fixture(scope="module")
 def hosts(galera: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[bench.Hosts]:
     logs: Path = tmp_path_factory.mktemp("galera-hosts")
     three = bench.Hosts("tally", "tally_test", logs)
-    three.start()
     try:
+        three.start()  # (a host that did start is stopped even when another did not)
         yield three
     finally:
         three.stop()
@@ -87,7 +90,7 @@ def test_a_frozen_or_cut_off_node_is_a_503_on_its_host_only(hosts: bench.Hosts, 
     try:
         seen: list = []
         took = bench.first_503(third, 10, seen)
-        assert took is not None and took <= 4, f"host 3 answered 503 after {took} s: {seen}"
+        assert took is not None and took <= BOUND, f"host 3 answered 503 after {took} s: {seen}"
         assert _healthy(third) == 503  # the load balancer stops sending there
         # the other nodes keep the Primary Component (after the pause of its view change)
         assert _writes_within(first, f"CUSTOM_STILL_{fault[0].upper()}", 10)
@@ -108,7 +111,7 @@ def test_a_killed_node_is_a_503_and_rejoins(hosts: bench.Hosts):
     cluster("kill", "db3")
     try:
         took = bench.first_503(third, 10)
-        assert took is not None and took <= 3, f"host 3 answered 503 after {took} s"
+        assert took is not None and took <= BOUND, f"host 3 answered 503 after {took} s"
         assert _writes_within(first, "CUSTOM_WHILE_DOWN", 10)
     finally:
         cluster("start", "db3")

@@ -203,18 +203,20 @@ def test_maintenance_prunes_a_writers_own_old_changes(engine, monkeypatch):
             journal.touch(raw, (1,))
             journal._flush(raw, raw.info.pop("tally.notes")["journal"][1])
         writer = journal.writer_of(raw)
-        far = journal.KEEP + 10
         w, c = t.ledger_writers, t.ledger_changes
+        first = raw.execute(sa.select(w.c.version).where(w.c.writer == writer)).scalar_one()
+        raw.commit()
+        far = first + journal.KEEP + 10  # as if KEEP + 10 more writes had passed
         with raw.begin():
             raw.execute(w.update().where(w.c.writer == writer).values(version=far))
-            raw.execute(
-                c.insert(), [{"writer": writer, "version": v, "provider_id": 7} for v in (10, 11)]
-            )
+            rows = [{"writer": writer, "version": first + v, "provider_id": 7} for v in (10, 11)]
+            raw.execute(c.insert(), rows)
         monkeypatch.setattr(journal, "_flushes", iter([journal.MAINTAIN_EVERY]))
         with raw.begin():
             journal.touch(raw, (3,))
             journal._flush(raw, raw.info.pop("tally.notes")["journal"][1])
     kept = {(v, p) for wr, v, p in _state(engine)[1] if wr == writer}
-    assert kept == {(11, 7), (far + 1, 3)}  # version 10 <= far + 1 - KEEP went
-    with engine.connect() as conn:  # a reader that knew it at 9 cannot catch up: a gap
-        assert journal.since(conn, {**journal.vector(conn), writer: 9}) is None
+    # versions up to far - KEEP = first + 10 went (the first write's too)
+    assert kept == {(first + 11, 7), (far + 1, 3)}
+    with engine.connect() as conn:  # a reader that knew it at first + 8 cannot catch up
+        assert journal.since(conn, {**journal.vector(conn), writer: first + 8}) is None

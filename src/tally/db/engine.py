@@ -46,11 +46,16 @@ IDLE_PING_SECONDS = 1.0
 T = TypeVar("T")
 N = TypeVar("N")
 # A server database that does not answer in time is down for this request (503): a
-# frozen or cut-off cluster node must not hold requests. Connecting (PostgreSQL's
-# libpq takes 2 s at least), and on MySQL each read and write of the connection; an
-# idle pooled connection's ping and the reconnect after it fit in 3 s together. A
-# URL's own connect_timeout, read_timeout or write_timeout wins.
-MYSQL_TIMEOUTS = {"connect_timeout": 1, "read_timeout": 2, "write_timeout": 2}
+# frozen or cut-off cluster node must not hold requests for long. Connecting (2 s:
+# PostgreSQL's libpq allows no less), and on MySQL each read and write of the
+# connection: 5 s, above what a causal read on a busy Galera node waits (2 s cut
+# healthy reads off on a loaded 2-core test cluster). A URL's own connect_timeout,
+# read_timeout or write_timeout wins.
+MYSQL_TIMEOUTS = {"connect_timeout": 2, "read_timeout": 5, "write_timeout": 5}
+PG_CONNECT_TIMEOUT = 2
+# Below the read timeout, so a statement waiting for a row lock that long is told so
+# (1205, a race: the write runs again) before its connection counts as lost.
+MYSQL_LOCK_WAIT_SECONDS = 1
 PG_CONNECT_TIMEOUT = 2
 _NOTES = "tally.notes"
 _LAST = "tally.at_commit"
@@ -89,8 +94,17 @@ def make_engine(url: str) -> sa.Engine:
     _ping_when_idle(engine)
     _refuse_writes_in_reads(engine)
     if parsed.get_backend_name() in ("mysql", "mariadb"):
+        _short_lock_waits(engine)
         cluster.causal_reads_on_galera(engine, sync_wait)
     return engine
+
+
+def _short_lock_waits(engine: sa.Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _connected(dbapi_conn, _record) -> None:  # noqa: ANN001
+        cursor = dbapi_conn.cursor()
+        cursor.execute(f"SET SESSION innodb_lock_wait_timeout = {MYSQL_LOCK_WAIT_SECONDS}")
+        cursor.close()
 
 
 def _ping_when_idle(engine: sa.Engine) -> None:

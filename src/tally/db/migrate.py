@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -9,6 +11,7 @@ from alembic import command
 from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
+from sqlalchemy.pool import NullPool
 
 MIGRATIONS = Path(__file__).parent / "migrations"
 
@@ -21,8 +24,24 @@ def alembic_config(connection: sa.Connection | None = None) -> Config:
 
 
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:
-    with engine.begin() as conn:
+    with _patient(engine) as patient, patient.begin() as conn:
         command.upgrade(alembic_config(conn), revision)
+
+
+@contextlib.contextmanager
+def _patient(engine: sa.Engine) -> Iterator[sa.Engine]:
+    """`engine`, or on MySQL one like it without the request path's short read
+    timeout: a schema change may take long (a Galera cluster applies DDL on every
+    node in turn), and one cut off half-way would leave its tables half made."""
+    if engine.dialect.name not in ("mysql", "mariadb"):
+        yield engine
+        return
+    timeouts = {"connect_timeout": 10, "read_timeout": 3600, "write_timeout": 3600}
+    patient = sa.create_engine(engine.url, poolclass=NullPool, connect_args=timeouts)
+    try:
+        yield patient
+    finally:
+        patient.dispose()
 
 
 def current_revision(engine: sa.Engine) -> str | None:

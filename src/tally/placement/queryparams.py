@@ -16,7 +16,7 @@ Shapes:
                                             -> Aggregates(required=[{U}, ...], forbidden={...})
   in_tree     `U`                            -> "U"
 
-Amounts are at most `domain.MAX_INT`, and uuids come back in canonical form
+Amounts may exceed an int column (nothing fits them), and uuids come back in canonical form
 (`schemas.domain`).
 """
 
@@ -26,7 +26,7 @@ import dataclasses
 from collections.abc import Sequence
 
 from tally.placement.ledger.errors import BadRequest
-from tally.placement.schemas.domain import MAX_INT, canonical_uuid, is_uuid_like
+from tally.placement.schemas.domain import MAX_CAPACITY, canonical_uuid, is_uuid_like
 
 # Microversions that widened what these parameters accept.
 FORBIDDEN_TRAITS = (1, 22)
@@ -65,7 +65,11 @@ class Aggregates:
 
 
 def parse_resources(value: str) -> dict[str, int]:
-    """`RC:N,RC:N` -> {RC: N}; every amount an integer from 1 to MAX_INT."""
+    """`RC:N,RC:N` -> {RC: N}; every amount an integer of at least 1. An amount past
+    what an int column holds is a question whose answer is "nothing fits" (as upstream
+    answers it; a 100 Gbit/s port's bandwidth in kbit/s is one), not a bad request;
+    past MAX_CAPACITY, which no inventory's capacity exceeds, it is kept as
+    MAX_CAPACITY + 1 (every database compares that exactly)."""
     if value.strip() == "":
         raise BadRequest(
             "Badly formed resources parameter. Expected resources query string "
@@ -88,12 +92,7 @@ def parse_resources(value: str) -> dict[str, int]:
             ) from None
         if amount < 1:
             raise BadRequest(f"Requested resource {name} requires amount >= 1. Got: {amount}.")
-        if amount > MAX_INT:
-            raise BadRequest(
-                f"Badly formed resources parameter: requested resource {name} amount "
-                f"{raw_amount} is greater than the maximum of {MAX_INT}."
-            )
-        amounts[name] = amount
+        amounts[name] = min(amount, MAX_CAPACITY + 1)
     return amounts
 
 
