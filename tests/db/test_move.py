@@ -8,7 +8,7 @@ Placement itself on both ends.)"""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import httpx
@@ -21,7 +21,6 @@ from tally.db.engine import make_engine
 from tally.db.probe import UnusableDatabase
 from tally.placement.app import create_app
 from tally.placement.ledger.bootstrap import prepare_database
-from tests.conftest import server_database_url
 from tests.e2e import placement_books as books
 
 
@@ -35,31 +34,6 @@ def url_of(engine: sa.Engine) -> str:
 
 def transport(engine: sa.Engine, **settings: object) -> httpx.WSGITransport:
     return httpx.WSGITransport(app=create_app(Settings.of(**settings), engine))
-
-
-@pytest.fixture
-def new_database(backend: str, tmp_path: Path) -> Iterator[Callable[[str], str]]:
-    """new_database(name): the URL of a new, empty database on the test's backend."""
-    drops = []
-
-    def make(name: str) -> str:
-        if backend == "sqlite":
-            (tmp_path / "moved").mkdir(exist_ok=True)
-            return f"sqlite:///{tmp_path / 'moved' / name}.sqlite"
-        url, drop = server_database_url(backend)
-        drops.append(drop)
-        return url
-
-    yield make
-    for drop in drops:
-        drop()
-
-
-@pytest.fixture
-def populated(engine: sa.Engine) -> sa.Engine:
-    """Tally's database holding placement_books' cloud (cn3 left over capacity)."""
-    books.populate(books.Api("http://tally", transport(engine, over_capacity="allow")))
-    return engine
 
 
 def test_export_then_import_answers_every_read_alike(populated, new_database):

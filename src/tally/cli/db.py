@@ -66,6 +66,19 @@ def version(database: str) -> None:
     click.echo(f"current {found.revision}, head {migrate.head_revision()}")
 
 
+@db.command()
+@settings_options
+def check(database: str) -> None:
+    """Check Tally's database against the ledger's rules (read-only): exit 1 on a fault."""
+    from tally.db import books_check, move
+
+    with _moving("table"):
+        faults = move.check_books(database)
+    if faults:
+        raise click.ClickException(books_check.refusal(faults).replace("; nothing was written", ""))
+    click.echo("the books keep every rule of the ledger")
+
+
 @db.command("import")
 @click.option("--from", "source", required=True, help="URL of the upstream Placement database.")
 @click.option("--dry-run", is_flag=True, help="Read both databases and report; write nothing.")

@@ -15,13 +15,16 @@ import contextlib
 import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from tally.db import probe, transfer, upstream, verify
+from tally.db import books_check, probe, transfer, upstream, verify
 from tally.db.engine import make_engine, transaction
 from tally.db.transfer import Progress, TransferError
+
+T = TypeVar("T")
 
 
 class Mismatch(TransferError):
@@ -54,9 +57,12 @@ def import_from(
     src, dst = probe.with_our_driver(source_url), probe.parse(target_url)
     _refuse_same(src, dst)
     with snapshot(probe.read_only_engine(src)) as sconn:
-        found = probe.identify_connection(sconn)
+        found = _read(src, lambda: probe.identify_connection(sconn))
         _importable(src, found)
-        books = transfer.read_upstream(sconn)
+        books = _read(src, lambda: transfer.read_upstream(sconn))
+        faults = books_check.check(books)
+        if faults:  # before anything is written, dry run or not
+            raise TransferError(books_check.refusal(faults))
         state = _tally_target_state(dst)
         if dry_run:
             report = verify.survey(sconn, "upstream")
@@ -75,6 +81,24 @@ def import_from(
     return Outcome(
         probe.safe_url(src), probe.safe_url(dst), found.revision or "", dry_run, report, state
     )
+
+
+def _read(src: sa.URL, read: Callable[[], T]) -> T:
+    """The source's books, or one line saying why they cannot be read (a table
+    missing, text where a number belongs: what a hand-made file may hold)."""
+    try:
+        return read()
+    except sa.exc.DBAPIError as exc:
+        raise TransferError(f"cannot read {probe.safe_url(src)}: {probe.reason(exc)}") from None
+    except (sa.exc.SQLAlchemyError, ValueError, TypeError) as exc:
+        raise TransferError(f"cannot read {probe.safe_url(src)}: {exc}") from None
+
+
+def check_books(url: str) -> list[books_check.Fault]:
+    """`tally db check`: the ledger's rules over Tally's own database, read-only."""
+    parsed = probe.parse(url)
+    with snapshot(probe.read_only_engine(parsed)) as conn:
+        return books_check.check(_read(parsed, lambda: transfer.read_tally(conn)))
 
 
 def export_to(

@@ -117,7 +117,7 @@ def read_only_engine(url: str | sa.URL) -> sa.Engine:
     path = sqlite_path(url)
     if url.get_backend_name() == "sqlite":
         if path is None or not path.is_file():
-            raise UnusableDatabase(f"no SQLite database at {path or url.database!r}")
+            raise UnusableDatabase(f"no SQLite database at {str(path or url.database)!r}")
         ro = f"file:{urllib.parse.quote(str(path))}?mode=ro"  # our URI, not SQLAlchemy's
 
         def connect() -> sqlite3.Connection:

@@ -98,7 +98,7 @@ def read_upstream(conn: sa.Connection) -> Books:
     rows["placement_aggregates"] = aggregates
     rows["resource_provider_aggregates"] = _all(conn, u.resource_provider_aggregates)
     rows["resource_provider_traits"] = [
-        {**_pick(r, "resource_provider_id"), "trait": trait_names[r["trait_id"]]}
+        {**_pick(r, "resource_provider_id"), "trait": trait_names.get(r["trait_id"])}
         for r in _all(conn, u.resource_provider_traits)
     ]
     rows["consumer_types"] = _all(conn, u.consumer_types, "id")
@@ -135,7 +135,7 @@ def read_tally(conn: sa.Connection) -> Books:
     rows["traits"] = [_pick(r, "name") for r in trait_rows]
     trait_names = {r["id"]: r["name"] for r in trait_rows}
     rows["resource_provider_traits"] = [
-        {**_pick(r, "resource_provider_id"), "trait": trait_names[r["trait_id"]]}
+        {**_pick(r, "resource_provider_id"), "trait": trait_names.get(r["trait_id"])}
         for r in _all(conn, t.resource_provider_traits)
     ]
     return Books(rows)

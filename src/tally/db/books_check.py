@@ -1,0 +1,161 @@
+"""The ledger's invariants over books read whole (`transfer.Books`): what the API
+would never have let in, checked before an import writes anything, and by `tally db
+check` on Tally's own database.
+
+A row breaking one (a ratio of 1e308, a parent that does not exist, a step of 0, an
+allocation of a class nobody defined) is served badly or not at all: a 500 for every
+caller of the candidate search, or a claim that divides by zero. Each kind of fault
+is one line: how many rows, and the first few of them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import uuid as uuidlib
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from tally.db.transfer import Books
+
+# The API's bounds (tally.placement.ledger.inventory: an INT column; the largest
+# capacity a double holds exactly).
+MAX_INT = 2147483647
+MAX_CAPACITY = 2**53 - 1
+MAX_NAME = 200  # a provider's name, as the API takes it
+SHOWN = 3  # offending rows shown per kind
+
+
+@dataclasses.dataclass
+class Fault:
+    kind: str
+    rows: list[str]
+
+    def line(self) -> str:
+        shown = "; ".join(self.rows[:SHOWN]) + ("; ..." if len(self.rows) > SHOWN else "")
+        return f"{self.kind}: {len(self.rows)} row(s) ({shown})"
+
+
+def check(books: Books) -> list[Fault]:
+    """Every kind of fault found, in the order of the tables."""
+    found: dict[str, list[str]] = {}
+    for kind, row in _faults(books.rows):
+        found.setdefault(kind, []).append(row)
+    return [Fault(kind, rows) for kind, rows in found.items()]
+
+
+def refusal(faults: list[Fault]) -> str:
+    return "the books break the ledger's rules; nothing was written:\n" + "\n".join(
+        f"  {fault.line()}" for fault in faults
+    )
+
+
+def _int_in(value: Any, low: int, high: int = MAX_INT) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _uuid(value: Any) -> bool:
+    try:
+        return isinstance(value, str) and str(uuidlib.UUID(value)) == value.lower()
+    except ValueError:
+        return False
+
+
+def _faults(rows: dict[str, list[dict]]) -> Iterator[tuple[str, str]]:
+    classes = {r["id"] for r in rows["resource_classes"]}
+    traits = {r["name"] for r in rows["traits"]}
+    providers = {r["id"]: r for r in rows["resource_providers"]}
+    aggregates = {r["id"] for r in rows["placement_aggregates"]}
+    consumers = {r["uuid"] for r in rows["consumers"]}
+    yield from _provider_faults(providers)
+    yield from _inventory_faults(rows["inventories"], providers, classes)
+    for link in rows["resource_provider_traits"]:
+        where = f"provider id {link['resource_provider_id']}"
+        if link["resource_provider_id"] not in providers:
+            yield "a trait of a provider that does not exist", where
+        if link.get("trait") not in traits:
+            yield "a trait link to a trait that does not exist", where
+    for link in rows["resource_provider_aggregates"]:
+        where = f"provider id {link['resource_provider_id']}"
+        if link["resource_provider_id"] not in providers:
+            yield "an aggregate of a provider that does not exist", where
+        if link["aggregate_id"] not in aggregates:
+            yield "a link to an aggregate that does not exist", where
+    for consumer in rows["consumers"]:
+        if not _uuid(consumer["uuid"]):
+            yield "a consumer uuid that is not a uuid", repr(consumer["uuid"])
+    yield from _allocation_faults(rows["allocations"], providers, classes, consumers)
+
+
+def _provider_faults(providers: dict[int, dict]) -> Iterator[tuple[str, str]]:
+    for rp in providers.values():
+        where = f"provider id {rp['id']} {rp['uuid']!r}"
+        if not _uuid(rp["uuid"]):
+            yield "a provider uuid that is not a uuid", where
+        if not isinstance(rp["name"], str) or not rp["name"] or len(rp["name"]) > MAX_NAME:
+            yield f"a provider name missing or longer than {MAX_NAME}", where
+        parent, root = rp.get("parent_provider_id"), rp.get("root_provider_id")
+        if parent is not None and parent not in providers:
+            yield "a parent provider that does not exist", where
+        if root not in providers:
+            yield "a root provider that does not exist", where
+        elif parent is None and root != rp["id"]:
+            yield "a provider without a parent whose root is another", where
+        elif parent in providers and providers[parent].get("root_provider_id") != root:
+            yield "a provider whose root is not its parent's", where
+
+
+def _inventory_faults(
+    inventories: Iterable[dict], providers: dict[int, dict], classes: set[int]
+) -> Iterator[tuple[str, str]]:
+    for inv in inventories:
+        where = f"provider id {inv['resource_provider_id']} class id {inv['resource_class_id']}"
+        if inv["resource_provider_id"] not in providers:
+            yield "an inventory of a provider that does not exist", where
+        if inv["resource_class_id"] not in classes:
+            yield "an inventory of a class that does not exist", where
+        total, reserved = inv["total"], inv["reserved"]
+        lowest = {"total": 1, "reserved": 0, "min_unit": 1, "max_unit": 1, "step_size": 1}
+        bad = [field for field, low in lowest.items() if not _int_in(inv[field], low)]
+        if bad:
+            yield (
+                "an inventory amount not a whole number in range (total, reserved, units)",
+                (f"{where}: " + ", ".join(f"{field}={inv[field]!r}" for field in bad)),
+            )
+            continue
+        if inv["min_unit"] > inv["max_unit"]:
+            yield "an inventory whose min_unit is above its max_unit", where
+        ratio = inv["allocation_ratio"]
+        if not isinstance(ratio, int | float) or not math.isfinite(ratio) or ratio <= 0:
+            yield "an allocation_ratio not a positive finite number", f"{where}: {ratio!r}"
+        elif (total - reserved) * ratio > MAX_CAPACITY:
+            yield "a capacity past what the ledger counts exactly", f"{where}: ratio {ratio!r}"
+
+
+def _allocation_faults(
+    allocations: list[dict], providers: dict[int, dict], classes: set[int], consumers: set[str]
+) -> Iterator[tuple[str, str]]:
+    keys = Counter(
+        (a["consumer_id"], a["resource_provider_id"], a["resource_class_id"]) for a in allocations
+    )
+    for allocation in allocations:
+        key = (
+            allocation["consumer_id"],
+            allocation["resource_provider_id"],
+            allocation["resource_class_id"],
+        )
+        where = f"consumer {key[0]} provider id {key[1]} class id {key[2]}"
+        if key[1] not in providers:
+            yield "an allocation on a provider that does not exist", where
+        if key[2] not in classes:
+            yield "an allocation of a class that does not exist", where
+        if key[0] not in consumers:
+            yield "an allocation of a consumer that does not exist", where
+        if not _int_in(allocation["used"], 1):
+            yield (
+                "an allocation amount not a whole number from 1",
+                f"{where}: {allocation['used']!r}",
+            )
+        if keys[key] > 1:
+            yield "allocation rows repeated for one consumer, provider and class", where

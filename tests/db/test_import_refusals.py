@@ -1,0 +1,136 @@
+"""`tally db import` checks every row against the ledger's rules before it writes
+anything: an upstream database holding what the API would never have let in (a ratio
+of 1e308, a dangling parent, a step of 0, an inventory of a class nobody defined,
+duplicate allocation rows, ...) is refused in one line per kind of fault, and the
+target stays empty; a file that is not a Placement database at all is refused in one
+line, no traceback. `tally db check` runs the same rules over Tally's own database.
+
+The sources are SQLite files in upstream's schema (SQLite, as upstream's tests run
+it, enforces none of its foreign keys: anything can be written there)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from tally.db import move
+from tally.db.probe import UnusableDatabase
+from tally.db.transfer import TransferError
+from tally.placement.ledger.bootstrap import prepare_database
+from tests.db.conftest import transport
+from tests.db.test_move import books, quiet, url_of
+from tests.e2e.placement_books import Api
+
+SQLITE_ONLY = pytest.mark.parametrize("backend", ["sqlite"])
+CN3 = books.uid("cn3")
+
+
+def _cn3(change: str) -> str:
+    return f"UPDATE resource_providers SET {change} WHERE uuid = '{CN3}'"
+
+
+_REPEAT = "resource_provider_id, consumer_id, resource_class_id, used"
+_COPY = f"SELECT {_REPEAT} FROM allocations LIMIT 1"
+# kind of fault (the start of its line) -> SQL that puts one in upstream's books
+_INV = "UPDATE inventories SET"
+_FIRST = "WHERE id = (SELECT min(id) FROM inventories)"
+_TRAIT = "UPDATE resource_provider_traits SET trait_id = 9999 WHERE rowid = 1"
+_ALLOC = "UPDATE allocations SET resource_provider_id = 9999"
+HOSTILE = {
+    "a capacity past what the ledger counts exactly": f"{_INV} allocation_ratio = 1e308",
+    "an allocation_ratio not a positive finite number": f"{_INV} allocation_ratio = 0",
+    "a parent provider that does not exist": _cn3("parent_provider_id = 9999"),
+    "a root provider that does not exist": _cn3("root_provider_id = 9999"),
+    "an inventory of a class that does not exist": f"{_INV} resource_class_id = 999 {_FIRST}",
+    "an inventory amount not a whole number in range": f"{_INV} step_size = 0",
+    "an inventory whose min_unit is above its max_unit": f"{_INV} min_unit = max_unit + 1",
+    "a provider uuid that is not a uuid": _cn3("uuid = 'not-a-uuid'"),
+    "a provider name missing or longer than": _cn3(f"name = '{'x' * 300}'"),
+    "allocation rows repeated": f"INSERT INTO allocations ({_REPEAT}) {_COPY}",
+    "an allocation on a provider that does not exist": _ALLOC,
+    "a trait link to a trait that does not exist": _TRAIT,
+}  # fmt: skip
+TEXT_IN_NUMBERS = "UPDATE inventories SET total = 'lots'"
+
+
+@pytest.fixture
+def upstream_file(populated, new_database) -> str:
+    """The books of tests/e2e/placement_books in upstream's schema, a SQLite file."""
+    source = new_database("upstream")
+    move.export_to(url_of(populated), source, quiet)
+    return source
+
+
+def _corrupt(url: str, sql: str) -> None:
+    with sa.create_engine(url).begin() as conn:
+        conn.exec_driver_sql(sql)
+
+
+def _providers(url: str) -> int:
+    path = Path(sa.make_url(url).database)
+    if not path.exists():
+        return 0
+    with sa.create_engine(url).connect() as conn:
+        tables = sa.inspect(conn).get_table_names()
+        if "resource_providers" not in tables:
+            return 0
+        return conn.exec_driver_sql("SELECT count(*) FROM resource_providers").scalar()
+
+
+@SQLITE_ONLY
+@pytest.mark.parametrize("kind", HOSTILE)
+def test_a_row_the_api_would_refuse_stops_the_import(kind, upstream_file, new_database):
+    _corrupt(upstream_file, HOSTILE[kind])
+    target = new_database("imported")
+    for dry_run in (True, False):
+        with pytest.raises(TransferError) as refused:
+            move.import_from(upstream_file, target, prepare_database, quiet, dry_run=dry_run)
+        lines = str(refused.value).splitlines()
+        assert lines[0].endswith("nothing was written:")
+        assert any(line.strip().startswith(kind) for line in lines[1:]), lines
+    assert _providers(target) == 0
+
+
+@SQLITE_ONLY
+def test_text_in_a_number_column_is_one_line(upstream_file, new_database):
+    _corrupt(upstream_file, TEXT_IN_NUMBERS)
+    with pytest.raises(TransferError, match="not a whole number in range .* total='lots'"):
+        move.import_from(upstream_file, new_database("imported"), prepare_database, quiet)
+
+
+@SQLITE_ONLY
+def test_a_missing_table_is_one_line(upstream_file, new_database):
+    _corrupt(upstream_file, "DROP TABLE allocations")
+    with pytest.raises((TransferError, UnusableDatabase)) as refused:
+        move.import_from(upstream_file, new_database("imported"), prepare_database, quiet)
+    assert "\n" not in str(refused.value) and "allocations" in str(refused.value)
+
+
+@SQLITE_ONLY
+@pytest.mark.parametrize(
+    "content", [b"not a database at all\n" * 50, b"SQLite format 3\x00" + b"\x00" * 84]
+)
+def test_a_file_that_is_no_database_is_one_line(content, tmp_path, new_database):
+    path = tmp_path / "hostile.sqlite"
+    path.write_bytes(content)
+    with pytest.raises((TransferError, UnusableDatabase)) as refused:
+        move.import_from(f"sqlite:///{path}", new_database("imported"), prepare_database, quiet)
+    assert "\n" not in str(refused.value)
+
+
+@SQLITE_ONLY
+def test_db_check_finds_the_same_faults_in_our_own_database(engine):
+    Api("http://tally", transport(engine)).write(
+        "POST", "/resource_providers", {"name": "cn", "uuid": CN3}
+    )
+    url = url_of(engine)
+    assert move.check_books(url) == []
+    with engine.begin() as conn:
+        conn.exec_driver_sql(
+            f"UPDATE resource_providers SET parent_provider_id = 4242 WHERE uuid = '{CN3}'"
+        )
+    faults = move.check_books(url)
+    assert [fault.kind for fault in faults] == ["a parent provider that does not exist"]
+    assert CN3 in faults[0].line()
