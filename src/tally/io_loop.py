@@ -84,9 +84,9 @@ class EpollLoop:
         for fd in asked:
             self.ask(fd)
         for fd, flags in self.epoll.poll(timeout):
-            dispatcher = channels.get(fd)
-            if dispatcher is None:
-                continue
+            dispatcher, watched = channels.get(fd), self.registered.get(fd)
+            if dispatcher is None or watched is None or watched[0] is not dispatcher:
+                continue  # closed in this turn (its number maybe taken by a new socket)
             wasyncore.readwrite(dispatcher, flags)
             self.unsettled.add(fd)
 

@@ -19,7 +19,6 @@ before any app code runs.
 
 from __future__ import annotations
 
-import ctypes
 import dataclasses
 import json
 import logging
@@ -39,7 +38,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import BadRequest, RequestEntityTooLarge
 
-from tally import io_loop
+from tally import admission, freed_memory, io_loop
 from tally.framing import ambiguous_framing
 from tally.placement.faults import server_error_document
 
@@ -66,7 +65,7 @@ class Limits:
     body: int = 1048576  # bytes after de-chunking; more: 413
     read_seconds: float = 30.0  # the whole request within this of its first byte: 408
     idle_seconds: float = 60.0  # a kept-alive connection waiting this long is closed
-    connections: int = 2000  # open connections per process; beyond, accepting pauses
+    connections: int = 2000  # open connections per process; beyond, the longest waiting goes
     threads: int = 8  # threads per process running complete requests
 
 
@@ -273,6 +272,26 @@ class _Server(TcpWSGIServer):
         except (SystemExit, KeyboardInterrupt):
             self.task_dispatcher.shutdown()
 
+    def readable(self) -> bool:
+        """waitress's (its maintenance each second); at the connection limit, whether
+        a waiting connection can make room."""
+        now = time.time()
+        if now >= self.next_channel_cleanup:
+            self.next_channel_cleanup = now + self.adj.cleanup_interval
+            self.maintenance(now)
+        if not self.accepting or len(self._map) < self.adj.connection_limit:
+            return self.accepting
+        return admission.longest_waiting(self.active_channels.values()) is not None
+
+    def handle_accept(self) -> None:
+        """At the limit the connection waiting longest gives way (`tally.admission`)."""
+        if len(self._map) >= self.adj.connection_limit:
+            waiting = admission.longest_waiting(self.active_channels.values())
+            if waiting is None:
+                return  # every one is being answered: the new one waits in the backlog
+            waiting.handle_close()
+        super().handle_accept()
+
     def maintenance(self, now: float) -> None:
         super().maintenance(now)  # closes connections idle past `idle_seconds`
         if self.master_pid is not None and os.getppid() != self.master_pid:
@@ -369,44 +388,12 @@ def _stop(signum: int, frame: object) -> None:
     raise SystemExit(0)
 
 
-# glibc's mallopt parameters (malloc.h)
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD, M_ARENA_MAX = -1, -3, -8
-KEEP_FREED_BYTES = 64 << 20  # free heap an arena keeps rather than hand back
-FROM_HEAP_BYTES = 32 << 20  # blocks up to this come from the heap (glibc's maximum)
-ARENAS = 2  # one thread holds the GIL at a time: more arenas only keep more memory
-
-
-def _keep_freed_memory() -> None:
-    """Stop glibc from handing every big answer's memory back to the kernel.
-
-    By default glibc serves a block of a few MB from the heap once one that big was
-    freed, and returns the heap's free top to the kernel past a threshold that
-    follows the same size: after a listing of 13,000 providers (10 MB, copied twice
-    on its way out) the next request on that thread paid 3-4 ms in
-    `madvise(MADV_DONTNEED)` of 29 MB, and the next big answer paid again for
-    faulting the pages in. Fixed thresholds end that: a one-provider listing right
-    after the big one went from 6-7 to 2-3.5 ms, the big listing itself from 61-69
-    to 27-34 ms (paired, 10,000 hosts). The cost: up to `KEEP_FREED_BYTES` of free
-    heap stays with each of `ARENAS` arenas after a peak. No-op without glibc."""
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    for param, value in (
-        (M_ARENA_MAX, ARENAS),
-        (M_MMAP_THRESHOLD, FROM_HEAP_BYTES),
-        (M_TRIM_THRESHOLD, KEEP_FREED_BYTES),
-    ):
-        if mallopt(param, value) != 1:
-            log.debug("mallopt(%d, %d) refused", param, value)
-
-
 def _run_worker(
     sock: socket.socket, build: Callable[[], WSGIApp], limits: Limits, master_pid: int | None
 ) -> None:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    _keep_freed_memory()  # before any thread: arenas are made per thread on demand
+    freed_memory.keep()  # before any thread: arenas are made per thread on demand
     try:
         app = build()
     except Exception:

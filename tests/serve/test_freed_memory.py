@@ -1,5 +1,5 @@
 """A serving worker keeps the memory of a big answer for the next one
-(`serving._keep_freed_memory`) instead of handing it back to the kernel and
+(`tally.freed_memory.keep`) instead of handing it back to the kernel and
 faulting it in again. Checked in a fresh interpreter per case: resident memory
 after a 20 MB block is freed in a thread, with and without the tuning."""
 
@@ -13,9 +13,9 @@ import pytest
 
 PROBE = """
 import sys, threading
-from tally import serving
+from tally import freed_memory
 if sys.argv[1] == "tuned":
-    serving._keep_freed_memory()
+    freed_memory.keep()
 
 def rss_kb():
     with open("/proc/self/status") as status:

@@ -1,0 +1,25 @@
+"""Which connection gives its place to a new one when a worker holds as many as it
+may (`Limits.connections`): clients that hold connections open, silent or sending
+slowly, cannot keep anyone else out, since the one that waited longest goes first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+
+def longest_waiting(channels: Iterable[Any]) -> Any | None:
+    """The connection to close first: the one idle longest between requests, else the
+    one whose request began longest ago and is still arriving; never one with a
+    request being answered or an answer being sent (None when every one is)."""
+    best, best_key = None, None
+    for channel in channels:
+        if channel.requests or channel.total_outbufs_len or channel.will_close:
+            continue
+        request = channel.request
+        # (idle ones first, by their last activity; then by their request's start)
+        key = (0, channel.last_activity) if request is None else (1, request.started)
+        if best_key is None or key < best_key:
+            best, best_key = channel, key
+    return best
