@@ -33,10 +33,11 @@ def many_descriptors() -> Iterator[None]:
 
 
 def test_hostile_connections_cannot_keep_a_request_out(many_descriptors):
-    release = threading.Event()
+    release, answering = threading.Event(), threading.Event()
 
     def app(environ, start_response):
         if environ["PATH_INFO"] == "/slow":
+            answering.set()
             release.wait(20)  # a request being answered while the flood comes
         start_response("200 OK", [("Content-Length", "2")])
         return [b"ok"]
@@ -50,6 +51,7 @@ def test_hostile_connections_cannot_keep_a_request_out(many_descriptors):
             target=lambda: slow.setdefault("answer", httpx.get(f"{url}/slow", timeout=30))
         )
         busy.start()
+        assert answering.wait(10)
         hostile = []
         try:
             for i in range(HOSTILE):
