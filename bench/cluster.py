@@ -24,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -41,7 +42,21 @@ PERF_VENV = Path(os.environ.get("PERF_VENV", "/tmp/perf-venv"))
 
 
 def cluster(*args: str) -> str:
-    return subprocess.run([CLUSTER, *args], check=True, capture_output=True, text=True).stdout
+    """bin/cluster's output; its error output in the exception when it fails."""
+    done = subprocess.run([CLUSTER, *args], capture_output=True, text=True)
+    if done.returncode:
+        raise RuntimeError(f"bin/cluster {' '.join(args)}: exit {done.returncode}: {done.stderr}")
+    return done.stdout
+
+
+def wait_synced(seconds: float = 180) -> None:
+    """Until every Galera node is a synced member of the Primary Component."""
+    deadline = time.monotonic() + seconds
+    for node in NODES:
+        while cluster("status", node).strip() != "Primary Synced ON":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{node} did not rejoin")
+            time.sleep(1)
 
 
 def node_sql(node: str, sql: str) -> str:
@@ -192,23 +207,24 @@ def scenarios(
     return figures
 
 
-def first_503(url: str, limit: float, seen: list | None = None) -> float | None:
-    """Seconds until `url` answers a write with 503 (None: not within `limit`);
-    `seen` collects (status, seconds) of each answer before."""
+def first_status(
+    url: str, wanted: set[int], limit: float, seen: list | None = None, trait: str = ""
+) -> float | None:
+    """Seconds until a trait write through `url` answers one of `wanted` (None: not
+    within `limit`); a new trait each time unless `trait` names one; `seen` collects
+    (status, seconds) of each answer."""
     started = time.monotonic()
     while time.monotonic() - started < limit:
         sent = time.monotonic()
+        name = trait or f"CUSTOM_PROBE_{time.monotonic_ns()}"
         try:
-            status = httpx.put(
-                f"{url}/traits/CUSTOM_PROBE_{time.monotonic_ns()}",
-                headers=load.HEADERS,
-                timeout=limit,
-            ).status_code
+            status = httpx.put(f"{url}/traits/{name}", headers=load.HEADERS, timeout=limit)
+            status = status.status_code
         except httpx.HTTPError:
             status = 0
         if seen is not None:
             seen.append((status, round(time.monotonic() - sent, 2)))
-        if status == 503:
+        if status in wanted:
             return round(time.monotonic() - started, 2)
         time.sleep(0.1)
     return None
@@ -216,8 +232,6 @@ def first_503(url: str, limit: float, seen: list | None = None) -> float | None:
 
 def faults(hosts: Hosts, clients: int) -> dict:
     """Each fault on db3 under load through all three hosts."""
-    import threading
-
     urls = hosts.urls
     providers = load.seed(urls[0], 24, prefix="faults")
     results = {}
@@ -237,7 +251,7 @@ def faults(hosts: Hosts, clients: int) -> dict:
         runner.start()
         time.sleep(3)
         cluster(*inject)
-        took = first_503(urls[2], 10)
+        took = first_status(urls[2], {503}, 10)
         time.sleep(20)
         cluster(*heal)
         recovered_at = time.monotonic()
@@ -260,12 +274,7 @@ def faults(hosts: Hosts, clients: int) -> dict:
             "lost": len(verdict.lost_claims) + len(verdict.undeleted),
         }
         print(fault, json.dumps(results[fault]), flush=True)
-        for node in NODES:  # the cluster whole again before the next fault
-            deadline = time.monotonic() + 180
-            while cluster("status", node).strip() != "Primary Synced ON":
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"{node} did not rejoin")
-                time.sleep(1)
+        wait_synced()  # the cluster whole again before the next fault
     return results
 
 

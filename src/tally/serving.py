@@ -108,7 +108,7 @@ class _Parser(HTTPRequestParser):
                 self.refuse(refusal)
                 return len(data)
         consumed = super().received(data)
-        if self.error is not None and self.framing_refused:
+        if self.framing_refused:
             return len(data)  # nothing after an ambiguous request is parsed (smuggling)
         limit = self.adj.tally_limits.body
         if self.error is None and self.fields_refusal is not None:

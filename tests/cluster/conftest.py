@@ -17,6 +17,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 CLUSTER = str(REPO / "bin" / "cluster")
 sys.path.insert(0, str(REPO / "bench"))
+from cluster import cluster  # noqa: E402 (bench/cluster.py: the one wrapper of bin/cluster)
 
 
 def _why_not() -> str | None:
@@ -47,26 +48,22 @@ def cluster_tool() -> Iterator[str]:
         subprocess.run([CLUSTER, "down"], check=False)
 
 
-def cluster(*args: str) -> str:
-    done = subprocess.run([CLUSTER, *args], capture_output=True, text=True)
-    if done.returncode:
-        raise RuntimeError(f"bin/cluster {' '.join(args)}: exit {done.returncode}: {done.stderr}")
-    return done.stdout
+def _up(kind: str, node: str, healthy: str) -> None:
+    """Start the `kind` cluster unless its `node` is `healthy` already."""
+    if cluster("status", node).strip() != healthy:
+        cluster("up", kind)
+        _STARTED.append(kind)
 
 
 @pytest.fixture(scope="session")
 def galera(cluster_tool: str) -> str:
     """A 3-node Galera cluster, db1..db3 (started once per session)."""
-    if cluster("status", "db1").strip() != "Primary Synced ON":
-        cluster("up", "galera")
-        _STARTED.append("galera")
+    _up("galera", "db1", "Primary Synced ON")
     return cluster_tool
 
 
 @pytest.fixture(scope="session")
 def postgres_pair(cluster_tool: str) -> str:
     """A PostgreSQL primary (pg1) with a synchronous streaming standby (pg2)."""
-    if cluster("status", "pg1").strip() != "primary":
-        cluster("up", "pg")
-        _STARTED.append("pg")
+    _up("pg", "pg1", "primary")
     return cluster_tool

@@ -17,7 +17,6 @@ import httpx
 import pytest
 
 from tally.db.engine import MYSQL_TIMEOUTS
-from tests.cluster.conftest import cluster
 
 BOUND = MYSQL_TIMEOUTS["read_timeout"] + 1  # a frozen node's statement times out, then 503
 
@@ -38,28 +37,6 @@ def _healthy(url: str) -> int:
         return httpx.get(f"{url}/healthcheck", timeout=5).status_code
     except httpx.HTTPError:
         return 0
-
-
-def _wait_synced(seconds: float = 180) -> None:
-    deadline = time.monotonic() + seconds
-    for node in bench.NODES:
-        while cluster("status", node).strip() != "Primary Synced ON":
-            assert time.monotonic() < deadline, f"{node} did not rejoin"
-            time.sleep(1)
-
-
-def _writes_within(url: str, trait: str, seconds: float) -> bool:
-    """Whether a write through `url` succeeds within `seconds` (a cluster that lost a
-    node holds commits until its new view is installed: a 503 meanwhile)."""
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            if httpx.put(f"{url}/traits/{trait}", headers=load.HEADERS).status_code == 201:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    return False
 
 
 def test_three_writers_lose_nothing_and_answer_no_5xx(hosts: bench.Hosts):
@@ -84,19 +61,22 @@ def test_a_claim_through_one_host_is_seen_right_away_through_another(hosts: benc
     "fault, heal", [(("freeze", "db3"), ("thaw", "db3")), (("cut", "db3"), ("join", "db3"))]
 )
 def test_a_frozen_or_cut_off_node_is_a_503_on_its_host_only(hosts: bench.Hosts, fault, heal):
-    _wait_synced()
+    bench.wait_synced()
     first, _, third = hosts.urls
-    cluster(*fault)
+    bench.cluster(*fault)
     try:
         seen: list = []
-        took = bench.first_503(third, 10, seen)
+        took = bench.first_status(third, {503}, 10, seen)
         assert took is not None and took <= BOUND, f"host 3 answered 503 after {took} s: {seen}"
         assert _healthy(third) == 503  # the load balancer stops sending there
         # the other nodes keep the Primary Component (after the pause of its view change)
-        assert _writes_within(first, f"CUSTOM_STILL_{fault[0].upper()}", 10)
+        assert (
+            bench.first_status(first, {201}, 10, trait=f"CUSTOM_STILL_{fault[0].upper()}")
+            is not None
+        )
     finally:
-        cluster(*heal)
-    _wait_synced()
+        bench.cluster(*heal)
+    bench.wait_synced()
     deadline = time.monotonic() + 60
     while _healthy(third) != 200:
         assert time.monotonic() < deadline, "host 3 did not come back by itself"
@@ -106,16 +86,16 @@ def test_a_frozen_or_cut_off_node_is_a_503_on_its_host_only(hosts: bench.Hosts, 
 
 
 def test_a_killed_node_is_a_503_and_rejoins(hosts: bench.Hosts):
-    _wait_synced()
+    bench.wait_synced()
     first, _, third = hosts.urls
-    cluster("kill", "db3")
+    bench.cluster("kill", "db3")
     try:
-        took = bench.first_503(third, 10)
+        took = bench.first_status(third, {503}, 10)
         assert took is not None and took <= BOUND, f"host 3 answered 503 after {took} s"
-        assert _writes_within(first, "CUSTOM_WHILE_DOWN", 10)
+        assert bench.first_status(first, {201}, 10, trait="CUSTOM_WHILE_DOWN") is not None
     finally:
-        cluster("start", "db3")
-    _wait_synced()
+        bench.cluster("start", "db3")
+    bench.wait_synced()
     deadline = time.monotonic() + 60
     while _healthy(third) != 200:
         assert time.monotonic() < deadline, "host 3 did not come back by itself"

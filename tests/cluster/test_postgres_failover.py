@@ -18,8 +18,7 @@ from pathlib import Path
 
 import cluster_load as load  # bench/cluster_load.py (put on sys.path by conftest)
 import httpx
-
-from tests.cluster.conftest import cluster
+from cluster import cluster, first_status  # bench/cluster.py
 
 HOST, PORT = "10.77.0.24", 8778
 
@@ -74,10 +73,10 @@ def test_the_primary_killed_under_load_loses_nothing(postgres_pair, tmp_path):
         runner.start()
         time.sleep(5)
         cluster("kill", "pg1")
-        took = _first_status(url, {503}, 10)
+        took = first_status(url, {503}, 10)
         time.sleep(2)  # the operator (or a failover manager) promotes the standby
         cluster("promote", "pg2")
-        back = _first_status(url, {201}, 30)
+        back = first_status(url, {201}, 30)
         runner.join()
         books = done["books"]
         assert took is not None and took <= 3, f"503 only after {took} s"
@@ -88,19 +87,3 @@ def test_the_primary_killed_under_load_loses_nothing(postgres_pair, tmp_path):
         verdict = load.verify(url, providers, books)
         assert verdict.clean, verdict  # every acknowledged write survived the failover
         assert cluster("status", "pg2").strip() == "primary"
-
-
-def _first_status(url: str, wanted: set[int], limit: float) -> float | None:
-    """Seconds until a trait write answers one of `wanted`."""
-    started = time.monotonic()
-    while time.monotonic() - started < limit:
-        try:
-            status = httpx.put(
-                f"{url}/traits/CUSTOM_FO_{time.monotonic_ns()}", headers=load.HEADERS, timeout=limit
-            ).status_code
-        except httpx.HTTPError:
-            status = 0
-        if status in wanted:
-            return round(time.monotonic() - started, 2)
-        time.sleep(0.1)
-    return None

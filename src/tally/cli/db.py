@@ -75,7 +75,7 @@ def check(database: str) -> None:
     with _moving("table"):
         faults = move.check_books(database)
     if faults:
-        raise click.ClickException(books_check.refusal(faults).replace("; nothing was written", ""))
+        raise click.ClickException(books_check.report(faults))
     click.echo("the books keep every rule of the ledger")
 
 

@@ -17,13 +17,10 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from tally.db.schema import MAX_CAPACITY, MAX_INT, resource_providers
 from tally.db.transfer import Books
 
-# The API's bounds (tally.placement.ledger.inventory: an INT column; the largest
-# capacity a double holds exactly).
-MAX_INT = 2147483647
-MAX_CAPACITY = 2**53 - 1
-MAX_NAME = 200  # a provider's name, as the API takes it
+MAX_NAME = resource_providers.c.name.type.length  # a provider's name, as the API takes it
 SHOWN = 3  # offending rows shown per kind
 
 
@@ -45,10 +42,13 @@ def check(books: Books) -> list[Fault]:
     return [Fault(kind, rows) for kind, rows in found.items()]
 
 
+def report(faults: list[Fault], heading: str = "the books break the ledger's rules") -> str:
+    """`heading`, then a line per kind of fault."""
+    return f"{heading}:\n" + "\n".join(f"  {fault.line()}" for fault in faults)
+
+
 def refusal(faults: list[Fault]) -> str:
-    return "the books break the ledger's rules; nothing was written:\n" + "\n".join(
-        f"  {fault.line()}" for fault in faults
-    )
+    return report(faults, "the books break the ledger's rules; nothing was written")
 
 
 def _int_in(value: Any, low: int, high: int = MAX_INT) -> bool:

@@ -4,14 +4,16 @@ that is syncing, cut off from the Primary Component or not answering)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlalchemy as sa
-from sqlalchemy import event
 
 # wsrep_sync_wait on Galera: 1 = reads wait for the node to apply what the cluster
-# committed before them (causal reads); see causal_reads_on_galera. A database URL's
+# committed before them (causal reads); see causal_reads. A database URL's
 # `?wsrep_sync_wait=N` sets another level (0: off, for a single writer node).
 GALERA_SYNC_WAIT = 1
 SYNC_WAIT_PARAMETER = "wsrep_sync_wait"
+_WSREP_ON = "SHOW VARIABLES LIKE 'wsrep_on'"
 
 
 def sync_wait_level(given: str | tuple[str, ...] | None) -> int:
@@ -24,22 +26,21 @@ def sync_wait_level(given: str | tuple[str, ...] | None) -> int:
     return int(value)
 
 
-def causal_reads_on_galera(engine: sa.Engine, level: int = GALERA_SYNC_WAIT) -> None:
-    """On a Galera node, every statement of ours first waits until the node applied
-    every write-set the cluster committed before it (`wsrep_sync_wait`): a write
-    acknowledged through another node is seen by the very next read here (the
-    index's catch-up, a write's own checks). Elsewhere nothing changes."""
+def causal_reads(cursor: Any, level: int = GALERA_SYNC_WAIT) -> None:
+    """On a Galera node, every statement of this connection (its DB-API `cursor`)
+    first waits until the node applied every write-set the cluster committed before
+    it (`wsrep_sync_wait`): a write acknowledged through another node is seen by the
+    very next read here (the index's catch-up, a write's own checks). Elsewhere
+    nothing changes."""
+    cursor.execute(_WSREP_ON)
+    if _galera(cursor.fetchone()):
+        cursor.execute(f"SET SESSION wsrep_sync_wait = {int(level)}")
 
-    @event.listens_for(engine, "connect")
-    def _connected(dbapi_conn, _record) -> None:  # noqa: ANN001
-        cursor = dbapi_conn.cursor()
-        try:
-            cursor.execute("SHOW VARIABLES LIKE 'wsrep_on'")
-            row = cursor.fetchone()
-            if row and str(row[1]).upper() == "ON":
-                cursor.execute(f"SET SESSION wsrep_sync_wait = {int(level)}")
-        finally:
-            cursor.close()
+
+def _galera(wsrep_on: Any) -> bool:
+    """Whether the row `_WSREP_ON` read says Galera replication is on (MariaDB has
+    the wsrep variables even without it)."""
+    return wsrep_on is not None and str(wsrep_on[1]).upper() == "ON"
 
 
 def cluster_state(engine: sa.Engine) -> str | None:
@@ -50,9 +51,8 @@ def cluster_state(engine: sa.Engine) -> str | None:
     names = ("wsrep_ready", "wsrep_cluster_status", "wsrep_local_state_comment")
     query = "SHOW GLOBAL STATUS WHERE Variable_name IN ('" + "', '".join(names) + "')"
     with engine.connect() as conn:
-        wsrep = conn.exec_driver_sql("SHOW VARIABLES LIKE 'wsrep_on'").first()
-        if wsrep is None or str(wsrep[1]).upper() != "ON":
-            return None  # not a Galera node (MariaDB has the status variables anyway)
+        if not _galera(conn.exec_driver_sql(_WSREP_ON).first()):
+            return None
         status = {name.lower(): str(value) for name, value in conn.exec_driver_sql(query)}
     if status.get("wsrep_ready", "").upper() != "ON":
         return "galera node not ready (wsrep_ready=OFF)"

@@ -56,7 +56,6 @@ PG_CONNECT_TIMEOUT = 2
 # Below the read timeout, so a statement waiting for a row lock that long is told so
 # (1205, a race: the write runs again) before its connection counts as lost.
 MYSQL_LOCK_WAIT_SECONDS = 1
-PG_CONNECT_TIMEOUT = 2
 _NOTES = "tally.notes"
 _LAST = "tally.at_commit"
 _Statements = list[tuple[sa.Executable, dict | None]]
@@ -94,17 +93,22 @@ def make_engine(url: str) -> sa.Engine:
     _ping_when_idle(engine)
     _refuse_writes_in_reads(engine)
     if parsed.get_backend_name() in ("mysql", "mariadb"):
-        _short_lock_waits(engine)
-        cluster.causal_reads_on_galera(engine, sync_wait)
+        _mysql_session(engine, sync_wait)
     return engine
 
 
-def _short_lock_waits(engine: sa.Engine) -> None:
+def _mysql_session(engine: sa.Engine, sync_wait: int) -> None:
+    """Each MySQL connection's session: short lock waits, and on a Galera node
+    causal reads (`cluster.causal_reads`)."""
+
     @event.listens_for(engine, "connect")
     def _connected(dbapi_conn, _record) -> None:  # noqa: ANN001
         cursor = dbapi_conn.cursor()
-        cursor.execute(f"SET SESSION innodb_lock_wait_timeout = {MYSQL_LOCK_WAIT_SECONDS}")
-        cursor.close()
+        try:
+            cursor.execute(f"SET SESSION innodb_lock_wait_timeout = {MYSQL_LOCK_WAIT_SECONDS}")
+            cluster.causal_reads(cursor, sync_wait)
+        finally:
+            cursor.close()
 
 
 def _ping_when_idle(engine: sa.Engine) -> None:

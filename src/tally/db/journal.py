@@ -109,18 +109,22 @@ _PG_BUMP_RECORD = sa.text(
 
 def _bump(conn: sa.Connection, writer: int, now: dt.datetime) -> int:
     """This writer's next version (its row made at 1 the first time)."""
-    values = {"writer": writer, "version": 1, "touched": now}
-    bumped = {"version": _W.c.version + 1, "touched": now}
+    bump = _upsert(conn, {"writer": writer, "version": 1, "touched": now}, 1, now)
     if conn.dialect.name == "sqlite":
-        insert = (
-            sqlite.insert(_W)
-            .values(values)
-            .on_conflict_do_update(index_elements=["writer"], set_=bumped)
-        )
-        return conn.execute(insert.returning(_W.c.version)).scalar_one()
-    insert = mysql.insert(_W).values(values).on_duplicate_key_update(bumped)
-    conn.execute(insert)  # MySQL: read back under the row lock the upsert took
+        return conn.execute(bump.returning(_W.c.version)).scalar_one()
+    conn.execute(bump)  # MySQL: read back under the row lock the upsert took
     return conn.execute(sa.select(_W.c.version).where(_W.c.writer == writer)).scalar_one()
+
+
+def _upsert(conn: sa.Connection, row: dict, by: int, now: dt.datetime) -> sa.Insert:
+    """Insert the writer `row`, or add `by` to the version of the one there."""
+    grown = {"version": _W.c.version + by, "touched": now}
+    if conn.dialect.name in ("mysql", "mariadb"):
+        return mysql.insert(_W).values(row).on_duplicate_key_update(grown)
+    dialect = postgresql if conn.dialect.name == "postgresql" else sqlite
+    return (
+        dialect.insert(_W).values(row).on_conflict_do_update(index_elements=["writer"], set_=grown)
+    )
 
 
 def _maintain(conn: sa.Connection, writer: int, now: dt.datetime) -> None:
@@ -132,33 +136,13 @@ def _maintain(conn: sa.Connection, writer: int, now: dt.datetime) -> None:
         conn.execute(_C.delete().where(_C.c.writer == writer, _C.c.version <= mine - KEEP))
     idle = sa.and_(_W.c.touched < now - IDLE_RETIRED, _W.c.writer.not_in([RETIRED, writer]))
     retired = conn.execute(sa.select(_W.c.writer, _W.c.version).where(idle).with_for_update())
-    retired = retired.all()
-    if not retired:
+    gone = dict(retired.all())  # writer -> its last version
+    if not gone:
         return
-    gone = [row.writer for row in retired]
-    total = sum(row.version for row in retired)
     conn.execute(_C.delete().where(_C.c.writer.in_(gone)))
     conn.execute(_W.delete().where(_W.c.writer.in_(gone)))
-    upsert = _upsert_retired(conn, total, now)
-    conn.execute(upsert)
-
-
-def _upsert_retired(conn: sa.Connection, total: int, now: dt.datetime) -> sa.Executable:
-    values = {"writer": RETIRED, "version": total, "touched": now}
-    grown = {"version": _W.c.version + total, "touched": now}
-    if conn.dialect.name == "postgresql":
-        return (
-            postgresql.insert(_W)
-            .values(values)
-            .on_conflict_do_update(index_elements=["writer"], set_=grown)
-        )
-    if conn.dialect.name == "sqlite":
-        return (
-            sqlite.insert(_W)
-            .values(values)
-            .on_conflict_do_update(index_elements=["writer"], set_=grown)
-        )
-    return mysql.insert(_W).values(values).on_duplicate_key_update(grown)
+    total = sum(gone.values())
+    conn.execute(_upsert(conn, {"writer": RETIRED, "version": total, "touched": now}, total, now))
 
 
 # ---------------------------------------------------------------- reading

@@ -153,14 +153,13 @@ def unavailable(exc: BaseException) -> bool:
         return False
     if exc.connection_invalidated:  # the driver said: disconnected
         return True
-    if _codes(exc)[1] in _CLUSTER_MYSQL_ERRNOS and type(exc.orig).__module__.startswith(
-        ("pymysql", "MySQLdb")
-    ):
+    pgcode, mysql_errno = _codes(exc)
+    module = type(exc.orig).__module__
+    mysql = module.startswith(("pymysql", "MySQLdb"))
+    if mysql and mysql_errno in _CLUSTER_MYSQL_ERRNOS:  # whatever class the driver gave it
         return True
     if not isinstance(exc, sa.exc.OperationalError | sa.exc.InterfaceError):
         return False
-    pgcode, mysql_errno = _codes(exc)
-    module = type(exc.orig).__module__
     if module.startswith("psycopg"):
         # No SQLSTATE: the client library failed (connection refused or lost).
         return (
@@ -168,7 +167,7 @@ def unavailable(exc: BaseException) -> bool:
             or pgcode[:2] in _UNAVAILABLE_PG_CLASSES
             or (pgcode in _UNAVAILABLE_PGCODES)
         )
-    if module.startswith("pymysql") or module.startswith("MySQLdb"):
+    if mysql:
         return mysql_errno in _UNAVAILABLE_MYSQL_ERRNOS
     if module.startswith("sqlite3"):
         return str(exc.orig).lower().startswith(_UNAVAILABLE_SQLITE)

@@ -117,6 +117,18 @@ resource_provider_aggregates = sa.Table(
     *timestamps(),
 )
 
+MAX_INT = 2147483647  # the INT columns of an inventory (and of an allocation's amount)
+# The largest capacity, int((total - reserved) * allocation_ratio), a write may
+# give an inventory. The searches compute capacity in SQL from the stored
+# fields: PostgreSQL casts it to BIGINT (an error past 2^63, failing every
+# search for everyone) and adds an amount to a BIGINT usage; SQLite's CAST
+# saturates at 2^63 - 1; all compare usage + amount with the double product.
+# Up to 2^53 every one of those is exact in a double, on each backend and in
+# Python, and usage (which never exceeds a capacity that was) stays in range
+# with it; JSON readers that hold numbers as doubles read it exactly too. No
+# real inventory comes near (2^31 units at a ratio of four million).
+MAX_CAPACITY = 2**53 - 1
+
 # The ledger journal (tally.db.journal): each database connection that writes is a
 # writer with its own version row, bumped by its own transactions only, so writes on
 # different connections (workers, hosts, cluster nodes) share no row; the changes

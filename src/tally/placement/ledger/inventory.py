@@ -26,6 +26,7 @@ import sqlalchemy as sa
 from tally.db import schema as t
 from tally.db.engine import at_commit, insert_at_commit, transaction
 from tally.db.retry import retrying
+from tally.db.schema import MAX_CAPACITY, MAX_INT
 from tally.placement.ledger import history
 from tally.placement.ledger.capacity_guard import UPDATE_CONFLICT, guard
 from tally.placement.ledger.common import bump_generation, provider_row, utcnow
@@ -39,17 +40,6 @@ from tally.placement.ledger.usage_queries import capacity
 
 log = logging.getLogger("tally.placement.inventory")
 
-MAX_INT = 2147483647  # the INT columns of an inventory (and of an allocation's amount)
-# The largest capacity, int((total - reserved) * allocation_ratio), a write may
-# give an inventory. The searches compute capacity in SQL from the stored
-# fields: PostgreSQL casts it to BIGINT (an error past 2^63, failing every
-# search for everyone) and adds an amount to a BIGINT usage; SQLite's CAST
-# saturates at 2^63 - 1; all compare usage + amount with the double product.
-# Up to 2^53 every one of those is exact in a double, on each backend and in
-# Python, and usage (which never exceeds a capacity that was) stays in range
-# with it; JSON readers that hold numbers as doubles read it exactly too. No
-# real inventory comes near (2^31 units at a ratio of four million).
-MAX_CAPACITY = 2**53 - 1
 FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 

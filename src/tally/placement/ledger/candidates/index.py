@@ -133,12 +133,12 @@ class Index:
         """The index brought up to date, held for one search; None when the index
         is off (over its memory cap): then the caller reads the database.
 
-        The journal's version is read first, outside the lock (searches of other
+        The journal's total is read first, outside the lock (searches of other
         threads do not wait on this one's round trip) and outside any transaction:
         every write acknowledged before this request is in it. When the index is at
-        that version it answers as it is; otherwise it catches up in a read
-        transaction (which reads the version again: another thread may have caught
-        up past it meanwhile, or the database may have been reset)."""
+        that total it answers as it is; otherwise it catches up in a read
+        transaction (which reads the writers' versions again: another thread may
+        have caught up past it meanwhile, or the database may have been reset)."""
         seen = journal.peek(engine) if self.enabled else None
         with self._lock:
             if self.enabled and seen != self.version:
@@ -149,9 +149,7 @@ class Index:
     # -- keeping up with the journal ------------------------------------------
 
     def _catch_up(self, conn: sa.Connection) -> None:
-        if self.version is not None:
-            if journal.current(conn) == self.version:
-                return
+        if self.version is not None:  # (caught up by another thread meanwhile: nothing new)
             found = journal.since(conn, self.writers)
             if found is not None and journal.EVERYTHING not in found.providers:
                 self._apply(conn, found)
