@@ -124,6 +124,22 @@ class ProviderRef(click.ParamType):
 
 PROVIDER = ProviderRef()
 
+
+class Microversion(click.ParamType):
+    """`MAJOR.MINOR` (or `latest`), checked before anything is sent."""
+
+    name = "microversion"
+
+    def __init__(self, example: str) -> None:
+        self.example = example
+
+    def convert(self, value: Any, param: Any, ctx: click.Context | None) -> str:
+        text = str(value).strip()
+        if text != "latest" and not re.fullmatch(r"\d+\.\d+", text):
+            self.fail(f"{value!r} is not MAJOR.MINOR (like {self.example}) or 'latest'", param, ctx)
+        return text
+
+
 CONNECTION_OPTIONS = (
     click.option("--url", envvar="TALLY_URL", help="Placement endpoint (env TALLY_URL)."),
     click.option(
@@ -148,7 +164,8 @@ CONNECTION_OPTIONS = (
     ),
     click.option(
         "--os-placement-api-version",
-        "version",
+        "placement_version",  # not `version`: that is --version's
+        type=Microversion("1.39"),
         envvar="OS_PLACEMENT_API_VERSION",
         help="Microversion to speak (env OS_PLACEMENT_API_VERSION); default: the "
         "highest both this client (1.39) and the server support.",
@@ -162,6 +179,7 @@ CONNECTION_OPTIONS = (
     click.option(
         "--os-compute-api-version",
         "compute_version",
+        type=Microversion("2.53"),
         envvar="OS_COMPUTE_API_VERSION",
         help="Compute microversion (env OS_COMPUTE_API_VERSION); default: the highest "
         "both this client (2.96) and the server support.",
@@ -183,7 +201,7 @@ def open_context(ctx: click.Context, **options: Any) -> None:
     cloud_from_line = ctx.get_parameter_source("cloud") == click.core.ParameterSource.COMMANDLINE
     if options.get("url") and options.get("cloud") and url_from_env and cloud_from_line:
         options["url"] = None  # --os-cloud on the command line beats TALLY_URL
-    ctx.obj = Context(**options)
+    ctx.obj = Context(version=options.pop("placement_version", None), **options)
 
 
 _pass_context = click.make_pass_decorator(Context, ensure=True)

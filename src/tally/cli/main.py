@@ -19,12 +19,13 @@ from tally.cli.history import history
 from tally.cli.lab import lab
 from tally.cli.provider import provider
 from tally.cli.resource_class import resource
+from tally.cli.root import Root
 from tally.cli.serve import serve
 from tally.cli.trait import trait
 from tally.cli.usage import usage
 
 
-@click.group()
+@click.group(cls=Root)
 @click.version_option(package_name=DISTRIBUTION, prog_name="tally")
 @connection_options
 @click.pass_context
@@ -34,8 +35,10 @@ def cli(ctx: click.Context, **connection: Any) -> None:
     The provider, resource, trait, usage and allocation commands speak to any
     Placement endpoint (Tally, upstream Placement, a production cloud): --url
     (default http://127.0.0.1:8778, noauth token `admin`) or --os-cloud through
-    Keystone. Exit status: 0 done, 1 refused (the server's message, or the
-    inventory pre-check's report), 2 bad usage.
+    Keystone. These options may also follow the command, as in the openstack
+    client (`tally provider list --os-placement-api-version 1.10`). Exit status:
+    0 done, 1 refused (the server's message, or the inventory pre-check's report),
+    2 bad usage.
     """
     open_context(ctx, **connection)
 
