@@ -247,6 +247,15 @@ SETTINGS: tuple[Setting, ...] = (
         ("placement", "max_allocation_candidates"),
     ),
     Setting(
+        "candidates_answer_budget",
+        250000,
+        "Most candidates (with the combinations tried on the way) one GET "
+        "/allocation_candidates may make; a request that would make more is refused 400 "
+        "naming this setting (`limit` stops the search early and stays under it); -1: no "
+        "bound.",
+        "TALLY_CANDIDATES_ANSWER_BUDGET",
+    ),
+    Setting(
         "allocation_candidates_generation_strategy",
         "depth-first",
         "Order in which candidates are generated across trees: `depth-first` (all of one "

@@ -227,6 +227,12 @@ class _Task(WSGITask):
     one send (waitress sends each as it comes: two segments, and two reads for the
     client, for every small answer)."""
 
+    def service(self) -> None:
+        try:
+            super().service()
+        finally:
+            freed_memory.after_answer(self.content_bytes_written)
+
     def write(self, data: bytes) -> None:
         if self.wrote_header or not self.complete:
             return super().write(data)
@@ -294,6 +300,7 @@ class _Server(TcpWSGIServer):
 
     def maintenance(self, now: float) -> None:
         super().maintenance(now)  # closes connections idle past `idle_seconds`
+        freed_memory.release_if_due()
         if self.master_pid is not None and os.getppid() != self.master_pid:
             log.warning("master %d is gone: worker %d stops", self.master_pid, os.getpid())
             raise SystemExit(0)

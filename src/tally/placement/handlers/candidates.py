@@ -29,6 +29,7 @@ class AllocationCandidates:
             max_candidates=settings.max_allocation_candidates,
             strategy=settings.allocation_candidates_generation_strategy,
             randomize=settings.randomize_allocation_candidates,
+            budget=settings.candidates_answer_budget,
         )
         self.index = service.index()
 

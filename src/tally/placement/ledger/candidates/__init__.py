@@ -27,6 +27,7 @@ import sqlalchemy as sa
 
 from tally.db.engine import transaction
 from tally.placement.ledger.candidates import answers, render, search, summaries
+from tally.placement.ledger.candidates.budget import AnswerTooLarge
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.candidates.index import shared as shared_index
 from tally.placement.ledger.candidates.request import CandidateRequest
@@ -36,6 +37,7 @@ from tally.placement.ledger.candidates.summaries import Result
 from tally.placement.ledger.candidates.view import View
 
 __all__ = [
+    "AnswerTooLarge",
     "CandidateRequest",
     "Index",
     "Options",

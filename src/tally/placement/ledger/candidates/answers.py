@@ -26,6 +26,7 @@ import random
 from collections.abc import Iterable
 
 from tally.placement.ledger.candidates import render, search
+from tally.placement.ledger.candidates.budget import AnswerTooLarge
 from tally.placement.ledger.candidates.groups import Candidate
 from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.search import Options, Trees
@@ -145,7 +146,7 @@ def body(view: View, request: CandidateRequest, options: Options) -> bytes | Non
             return None
         answers.put(key, kept)
     elif kept.stale:
-        if not _refresh(view, request, kept):
+        if not _refresh(view, request, options, kept):
             answers.drop(key)
             return None
         answers.trim()
@@ -192,11 +193,16 @@ def signature(request: CandidateRequest) -> tuple:
 def _search_all(view: View, request: CandidateRequest, options: Options) -> Kept | None:
     """Every tree's candidates, by the bulk search; None when the answer depends
     on more than the trees (see the module's docstring)."""
-    trees = Trees.of(view, request)
+    trees = Trees.of(view, request, options)
     if trees is None or trees.groups is None:
         return None
     whole = dataclasses.replace(request, limit=None)
-    ctx, grouped = search.run(view, whole, options, by_anchor=True)
+    try:
+        ctx, grouped = search.run(view, whole, options, by_anchor=True)
+    except AnswerTooLarge:
+        if request.limit:
+            return None  # too many to keep, not to answer: the walk makes just `limit`
+        raise
     kept = Kept()
     if ctx is not None and grouped:  # (a search that found nothing gives [])
         owners, found = grouped
@@ -207,11 +213,11 @@ def _search_all(view: View, request: CandidateRequest, options: Options) -> Kept
     return kept
 
 
-def _refresh(view: View, request: CandidateRequest, kept: Kept) -> bool:
+def _refresh(view: View, request: CandidateRequest, options: Options, kept: Kept) -> bool:
     """Search the stale trees again; False when the answer now depends on more
-    than them (an in_tree provider moved, or see the module's docstring). The
-    kept answer changes only once all of it is written."""
-    trees = Trees.of(view, request)
+    than them (an in_tree provider moved, or see the module's docstring) or
+    would pass the budget. The kept answer changes only once all of it is written."""
+    trees = Trees.of(view, request, options)
     if trees is None or trees.groups is None:
         return False
     if tuple(ids.tree for ids in trees.groups) != kept.in_trees:
@@ -220,10 +226,13 @@ def _refresh(view: View, request: CandidateRequest, kept: Kept) -> bool:
     stale = sorted(kept.stale)
     owners: list[int] = []
     found: list[Candidate] = []
-    for anchor in stale:
-        here = trees.at(anchor) if anchor in roots else []
-        owners += [anchor] * len(here)
-        found += here
+    try:
+        for anchor in stale:
+            here = trees.at(anchor) if anchor in roots else []
+            owners += [anchor] * len(here)
+            found += here
+    except AnswerTooLarge:
+        return False  # the ordinary search answers (or refuses) it
     written = _written(trees, request, owners, found)
     for anchor in stale:
         kept.put(anchor, written.get(anchor))

@@ -86,8 +86,16 @@ class Combiner:
             snap.load_providers(ctx.sharing)
             snap.load_trees(set(anchors) | {snap.rows[sp][2] for sp in ctx.sharing})
         self.rows = ctx.snap.rows
+        self.budget = ctx.budget
 
     def candidates(self, anchor: int) -> Iterator[g.Candidate]:
+        """The candidates anchored at `anchor`, each counted against the budget."""
+        spend = self.budget.spend
+        for candidate in self._candidates(anchor):
+            spend(1)
+            yield candidate
+
+    def _candidates(self, anchor: int) -> Iterator[g.Candidate]:
         if self.isolate and not self._enoughproviders_of(anchor):
             return
         lists = [group[anchor] for group in self.parts]

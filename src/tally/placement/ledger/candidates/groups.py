@@ -17,9 +17,11 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterator, Mapping
 
+from tally.placement.ledger.candidates.budget import Budget
 from tally.placement.ledger.candidates.request import RequestGroup
 from tally.placement.ledger.candidates.snapshot import Snapshot, Stock
 from tally.placement.ledger.candidates.view import View
@@ -58,6 +60,7 @@ class Context:
     root_of: dict[int, int] = dataclasses.field(default_factory=dict)  # provider -> root
     _anchors: dict[int, set[int]] = dataclasses.field(default_factory=dict)
     at: int | None = None  # searching one anchor only (a walk tree by tree)
+    budget: Budget = dataclasses.field(default_factory=Budget)  # what the search may make
 
     def anchor_ok(self, root: int) -> bool:
         return self.anchor_roots is None or root in self.anchor_roots
@@ -182,6 +185,7 @@ def tree_parts(
     classes = [rc for rc, _ in ids.amounts]
     amounts = [amount for _, amount in ids.amounts]
     choosy = set().union(*manys)  # anchors where some class has a choice of providers
+    budget = ctx.budget
 
     def build(anchor: int) -> list[Part]:
         if anchor in choosy:
@@ -189,6 +193,7 @@ def tree_parts(
                 sorted(many[anchor]) if anchor in many else [one[anchor]]
                 for one, many in zip(ones, manys, strict=True)
             ]
+            budget.spend(math.prod(map(len, options)))
             combos = list(itertools.product(*options))
         else:  # the usual tree: one provider per class, one way
             combos = [tuple([one[anchor] for one in ones])]

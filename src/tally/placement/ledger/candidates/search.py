@@ -14,6 +14,7 @@ from collections.abc import Iterator, Mapping
 
 from tally.placement.ledger.candidates import combine, narrow, walk
 from tally.placement.ledger.candidates import groups as g
+from tally.placement.ledger.candidates.budget import Budget
 from tally.placement.ledger.candidates.request import CandidateRequest, RequestGroup
 from tally.placement.ledger.candidates.snapshot import (
     PROVIDER,
@@ -30,6 +31,7 @@ class Options:
     max_candidates: int = -1  # stop after this many distinct candidates; -1: all
     strategy: str = "depth-first"  # or 'breadth-first': round-robin over anchor trees
     randomize: bool = False  # sample `limit` at random instead of taking the first
+    budget: int = -1  # most candidates (and combinations tried) one search makes; -1: any
 
 
 @dataclasses.dataclass
@@ -124,7 +126,7 @@ def run(
             roots |= {snap.rows[sp][2] for sp in sharing}
     stop = -1 if by_anchor else _stop(request, options)
     if isinstance(snap, View) and stop > 0 and _walkable(request, options, names):
-        trees = Trees(snap, request, names, holders, sharing, anchor_roots)
+        trees = Trees(snap, request, options, names, holders, sharing, anchor_roots)
         if trees.groups is None:
             return trees.ctx, []  # an unknown aggregate or in_tree provider: nothing matches
         order = sorted(roots) if roots is not None else snap.index.sorted_roots()
@@ -143,6 +145,7 @@ def run(
         class_names={rc: name for name, rc in names.classes.items()},
         root_of=_roots(snap, stock),
         _anchors=anchors,
+        budget=Budget(options.budget),
     )
     parts: list[Mapping[int, list[g.Part]]] = []
     for i, group in enumerate(request.groups):
@@ -190,6 +193,7 @@ class Trees:
         self,
         snap: View,
         request: CandidateRequest,
+        options: Options,
         names: Names,
         holders: dict[int, set[int]],
         sharing: set[int],
@@ -204,6 +208,7 @@ class Trees:
             anchor_roots=anchor_roots,
             class_names={rc: name for name, rc in names.classes.items()},
             root_of=index.root_of,
+            budget=Budget(options.budget),
         )
         resolved = [names.resolve(group) for group in request.groups]
         self.groups = None if any(ids is None for ids in resolved) else resolved
@@ -225,13 +230,13 @@ class Trees:
         self._into: dict[int, list[int]] | None = None
 
     @classmethod
-    def of(cls, snap: View, request: CandidateRequest) -> Trees | None:
+    def of(cls, snap: View, request: CandidateRequest, options: Options) -> Trees | None:
         """The tree-by-tree search for `request`; None when it names an unknown
         class or trait (the bulk search reports which) or no root qualifies."""
         names, anchor_roots, holders, sharing = _basics(snap, request)
         if _any_unknown(names, request, 0) or (anchor_roots is not None and not anchor_roots):
             return None
-        return cls(snap, request, names, holders, sharing, anchor_roots)
+        return cls(snap, request, options, names, holders, sharing, anchor_roots)
 
     def at(self, root: int) -> list[g.Candidate]:
         """Every candidate anchored at `root`, as the bulk search orders them."""
