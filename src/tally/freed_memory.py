@@ -41,21 +41,25 @@ def keep() -> None:
 
 
 RELEASE_AFTER_BYTES = 32 << 20  # an answer this big: its memory goes back once sent
-_release_due = False
+_asked = False  # by a request still being answered
+_release_due = False  # by one answered: for the next maintenance tick
 
 
 def release_soon() -> None:
-    """Have the server `release` memory once the request at hand is over."""
-    global _release_due
-    _release_due = True
+    """Have the server `release` memory once the request at hand is answered
+    (while it is, its frames may still hold what it made)."""
+    global _asked
+    _asked = True
 
 
 def after_answer(body_bytes: int) -> None:
-    """The server wrote an answer of `body_bytes`: past `RELEASE_AFTER_BYTES` its
-    peak was one request's, rarely asked again (kept memory serves the common
-    big answers: see `keep`)."""
-    if body_bytes > RELEASE_AFTER_BYTES:
-        release_soon()
+    """The server wrote an answer of `body_bytes`: release on the next tick if
+    the request asked, or past `RELEASE_AFTER_BYTES` (its peak was one
+    request's, rarely asked again; kept memory serves the common big answers:
+    see `keep`)."""
+    global _asked, _release_due
+    if _asked or body_bytes > RELEASE_AFTER_BYTES:
+        _asked, _release_due = False, True
 
 
 def release_if_due() -> None:

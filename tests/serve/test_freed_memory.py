@@ -29,7 +29,12 @@ def answer():
     found["peak"] = rss_kb()
     del block
     if sys.argv[1] == "big":  # as the server does once an answer this size is sent
-        freed_memory.after_answer(40 << 20)
+        freed_memory.after_answer(40 << 20)  # past the threshold
+        freed_memory.release_if_due()
+    elif sys.argv[1] == "asked":  # a search refused half-way asked, then its 400 went out
+        freed_memory.release_soon()
+        freed_memory.release_if_due()  # a tick while it is still answered: not yet
+        freed_memory.after_answer(300)
         freed_memory.release_if_due()
     elif sys.argv[1] == "small":
         freed_memory.after_answer(1 << 20)
@@ -65,3 +70,4 @@ def test_a_freed_answer_stays_with_the_worker():
 def test_memory_goes_back_after_a_big_answer_only():
     assert _given_back_kb("small") < 2_000  # a common answer: kept for the next
     assert _given_back_kb("big") > 15_000  # past the threshold: handed back
+    assert _given_back_kb("asked") > 15_000  # a refused search asked
