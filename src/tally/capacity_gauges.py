@@ -10,8 +10,9 @@ the gauges' `shape` label:
   lab compute in-process (VCPU, MEMORY_MB, DISK_GB, `resources:` and `trait:`
   extra specs, as `tally capacity --flavor`). Without the lab there is no
   compute API to ask, and the shape is skipped.
-- `CLASS=N+CLASS=N...`: resource classes and amounts joined by `+` (a comma
-  would end the item), like `VCPU=4+MEMORY_MB=8192`.
+- `CLASS=N+CLASS=N...`: resource classes and amounts (`CLASS:N` too, as
+  `tally.shapes` reads every shape) joined by `+` (a comma would end the item),
+  like `VCPU=4+MEMORY_MB=8192`.
 
 A shape that does not parse, names no flavor, or that Placement refuses is
 logged once (again only after it has been counted in between) and skipped: a
@@ -32,6 +33,7 @@ from typing import Any
 
 from tally.clients.inprocess import as_caller, once
 from tally.doctor.capacity import Shape, flavor_shape, read_capacity
+from tally.shapes import parse_shape
 
 log = logging.getLogger("tally.metrics")
 FLAVOR = "flavor:"
@@ -46,7 +48,7 @@ class Count:
     providers: tuple[tuple[str, str, int], ...]  # (uuid, name, fits) in the answer's order
 
 
-def parse_shape(text: str) -> str | Shape:
+def parse_item(text: str) -> str | Shape:
     """A flavor's name (for `flavor:NAME`) or the Shape of `CLASS=N+CLASS=N`;
     ValueError saying what is wrong."""
     text = text.strip()
@@ -55,18 +57,7 @@ def parse_shape(text: str) -> str | Shape:
         if not name:
             raise ValueError("`flavor:` names no flavor")
         return name
-    resources: dict[str, int] = {}
-    for part in text.split("+"):
-        rc, sep, amount = part.partition("=")
-        rc, amount = rc.strip(), amount.strip()
-        if not (sep and rc and amount.isdigit() and int(amount) > 0):
-            raise ValueError(
-                f"{part.strip()!r} is not CLASS=AMOUNT (give flavor:NAME or CLASS=N+...)"
-            )
-        if rc in resources:
-            raise ValueError(f"{rc} is given twice")
-        resources[rc] = int(amount)
-    return Shape(resources)
+    return Shape(parse_shape(text, sep="+"))
 
 
 def in_process_compute(compute_app: Any, version: str) -> Callable[[], Any]:
@@ -136,7 +127,7 @@ class CapacityGauges:
         return Count(text, report.total, hosts)
 
     def _shape(self, text: str) -> Shape | None:
-        parsed = parse_shape(text)
+        parsed = parse_item(text)
         if isinstance(parsed, Shape):
             return parsed
         if self.compute is None:

@@ -124,7 +124,7 @@ def test_shapes_that_cannot_be_counted_are_logged_once_and_skipped(served, caplo
     skipped = [r.getMessage() for r in caplog.records if "is skipped" in r.getMessage()]
     assert len(skipped) == 3, skipped  # once each, not per scrape
     assert "flavor shapes need the lab compute" in skipped[0]
-    assert "'VCPU=two' is not CLASS=AMOUNT" in skipped[1]
+    assert "'VCPU=two': the amount 'two' is not a whole number" in skipped[1]
     assert "NOT_A_CLASS" in skipped[2]
 
 

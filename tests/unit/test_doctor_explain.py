@@ -4,7 +4,6 @@ tested end to end per fault in tests/lab/test_doctor_plans.py)."""
 from __future__ import annotations
 
 import httpx
-import pytest
 
 from tally.clients.placement import PlacementClient
 from tally.doctor import candidates
@@ -74,13 +73,6 @@ def test_memory_encryption_persistent_memory_and_bad_specs():
     # what Nova ignores (with a warning) is ignored here too
     ignored = {"resources:NOT_A_CLASS": "1", "resources:VCPU": "two", "resources:DISK_GB": "-1"}
     assert claimed_resources(with_specs(**ignored)) == claimed_resources(with_specs())
-
-
-def test_candidate_resources_parse():
-    assert candidates.parse_resources("VCPU:4, MEMORY_MB:8192") == {"VCPU": 4, "MEMORY_MB": 8192}
-    for bad in ("", "VCPU=4", "VCPU:four"):
-        with pytest.raises(ValueError):
-            candidates.parse_resources(bad)
 
 
 def test_candidates_judge_units_traits_and_aggregates():

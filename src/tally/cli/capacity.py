@@ -7,7 +7,7 @@ import dataclasses
 import click
 
 from tally.cli.context import Context, Output, output_options, pass_context
-from tally.cli.filters import member_of_params, required_params
+from tally.cli.filters import member_of_params, required_params, shape_param
 from tally.cli.scripting import ScriptCommand, summary
 from tally.doctor import capacity as doctor
 
@@ -17,17 +17,6 @@ COLUMNS = {
 }
 
 
-def parse_resources(values: tuple[str, ...]) -> dict[str, int]:
-    """`VCPU=4,MEMORY_MB=8192` (`:` works too; repeatable) -> {class: amount}."""
-    found: dict[str, int] = {}
-    for part in (p.strip() for value in values for p in value.split(",")):
-        rc, sep, amount = part.replace(":", "=", 1).partition("=")
-        if not (sep and rc.strip() and amount.strip().isdigit() and int(amount) > 0):
-            raise click.BadParameter(f"{part!r} is not CLASS=AMOUNT", param_hint="--resource")
-        found[rc.strip()] = int(amount)
-    return found
-
-
 @click.command("capacity", cls=ScriptCommand)
 @click.option("--flavor", help="A flavor of the compute API (name or id): its claim's shape.")
 @click.option(
@@ -35,7 +24,7 @@ def parse_resources(values: tuple[str, ...]) -> dict[str, int]:
     "resources",
     multiple=True,
     metavar="CLASS=N[,CLASS=N...]",
-    help="The shape, e.g. VCPU=4,MEMORY_MB=8192 (repeatable).",
+    help="The shape, e.g. VCPU=4,MEMORY_MB=8192 (`CLASS:N` too; repeatable).",
 )
 @click.option(
     "--required",
@@ -85,7 +74,7 @@ def capacity(
         except doctor.UnknownFlavor as exc:
             raise click.BadParameter(str(exc), param_hint="--flavor") from exc
     else:
-        shape = doctor.Shape(parse_resources(resources), traits, aggregates)
+        shape = doctor.Shape(shape_param(resources), traits, aggregates)
     report = doctor.read_capacity(ctx.client, shape, by)
     out.rows(COLUMNS[by], map(dataclasses.asdict, report.rows))
     hosts = len(report.fill.hosts)

@@ -18,10 +18,11 @@ from tally.cli.context import (
     pass_context,
     progress_bar,
 )
+from tally.cli.filters import shape_param
 from tally.cli.inventory import asked_inventories, resource_option
 from tally.cli.inventory_report import render_check
 from tally.cli.scripting import STUCK_AFTER, ScriptCommand, notes
-from tally.doctor.candidates import explain_candidates, parse_resources
+from tally.doctor.candidates import explain_candidates
 from tally.doctor.explain import Explanation, explain_change
 
 
@@ -99,22 +100,24 @@ def provider(
 
 @explain.command("candidates")
 @click.option(
-    "--resource", "resources", required=True, help="What is asked: VCPU:4,MEMORY_MB:8192."
+    "--resource",
+    "resources",
+    required=True,
+    multiple=True,
+    metavar="CLASS=N[,CLASS=N...]",
+    help="What is asked, e.g. VCPU=4,MEMORY_MB=8192 (`CLASS:N` too; repeatable).",
 )
 @click.option("--required", multiple=True, help="A required trait (`!TRAIT` forbids; repeatable).")
 @click.option("--member-of", multiple=True, help="Aggregates, `in:A,B` any of (repeatable).")
 @output_options
 @pass_context
 def candidates(
-    ctx: Context, out: Output, resources: str, required: tuple, member_of: tuple
+    ctx: Context, out: Output, resources: tuple[str, ...], required: tuple, member_of: tuple
 ) -> None:
     """When no host fits ("No valid host was found"): how many provider trees each
     constraint rules out (capacity per class, traits, aggregates), and the closest
     misses. Exit 1 when no candidate fits."""
-    try:
-        asked = parse_resources(resources)
-    except ValueError as exc:
-        raise click.BadParameter("CLASS:N[,CLASS:N...]", param_hint="--resource") from exc
+    asked = shape_param(resources)
     with progress_bar("reading providers") as tick:
         found = explain_candidates(ctx.client, asked, list(required), list(member_of), tick)
     if out.fmt in ("json", "yaml"):

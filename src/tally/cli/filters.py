@@ -5,16 +5,21 @@ from __future__ import annotations
 
 import click
 
+from tally.shapes import ShapeError, parse_shape, query_value
+
+
+def shape_param(resources: tuple[str, ...]) -> dict[str, int]:
+    """`--resource VCPU=4,MEMORY_MB:8192 --resource DISK_GB=10` (`=` or `:`,
+    comma-separated, repeatable) -> {class: amount}; a usage error naming the piece."""
+    try:
+        return parse_shape(",".join(resources))
+    except ShapeError as exc:
+        raise click.BadParameter(str(exc), param_hint="--resource") from None
+
 
 def resources_param(resources: tuple[str, ...]) -> str | None:
-    """`--resource VCPU=4 --resource DISK_GB=10` -> `VCPU:4,DISK_GB:10`."""
-    amounts = []
-    for resource in resources:
-        rc, sep, amount = resource.partition("=")
-        if not (sep and rc and amount.isdigit()):
-            raise click.BadParameter(f"{resource!r} is not CLASS=AMOUNT", param_hint="--resource")
-        amounts.append(f"{rc}:{amount}")
-    return ",".join(amounts) or None
+    """`--resource VCPU=4 --resource DISK_GB:10` -> `VCPU:4,DISK_GB:10` (None: none)."""
+    return query_value(shape_param(resources)) if resources else None
 
 
 def required_params(required: tuple[str, ...], forbidden: tuple[str, ...] = ()) -> list[str]:

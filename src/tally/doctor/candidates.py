@@ -41,17 +41,6 @@ class CandidatesExplanation:
         return dataclasses.asdict(self)
 
 
-def parse_resources(text: str) -> dict[str, int]:
-    """`VCPU:4,MEMORY_MB:8192` -> {"VCPU": 4, "MEMORY_MB": 8192}; ValueError otherwise."""
-    found = {}
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        rc, _, amount = part.partition(":")
-        found[rc.strip()] = int(amount)
-    if not found:
-        raise ValueError("no resources")
-    return found
-
-
 def explain_candidates(
     client: PlacementClient,
     resources: Mapping[str, int],

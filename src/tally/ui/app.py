@@ -25,6 +25,7 @@ from tally.config import Settings
 from tally.db.retry import unavailable
 from tally.placement import middleware, policy
 from tally.placement.ledger.errors import BadRequest, TallyError
+from tally.shapes import parse_shape
 from tally.ui import auth, render, seams, views
 
 LOG = logging.getLogger("tally.ui")
@@ -81,7 +82,7 @@ class Overview:
 
     def _capacity(self, text: str) -> tuple[list[seams.Fit] | None, str | None]:
         try:
-            shape = views.parse_shape(text)
+            shape = parse_shape(text)
         except ValueError as exc:
             return None, f"Cannot read the shape: {exc}."
         return self.service.capacity(self.service.placement(), shape), None

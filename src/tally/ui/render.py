@@ -142,7 +142,9 @@ def capacity_box(query: Query, root: str, fits: list[seams.Fit] | None, error: s
     parts = [
         '<section class="box" aria-labelledby="cap-h"><h2 id="cap-h">How many more fit?</h2>',
         f'<form class="shape" method="get" action="{e(root)}/" aria-label="Capacity for a shape">',
-        _field("shape", "Shape (class:amount, ...)", query.shape, "VCPU:2,MEMORY_MB:4096", 40),
+        _field(
+            "shape", "Shape (CLASS=N or CLASS:N, ...)", query.shape, "VCPU=2,MEMORY_MB=4096", 40
+        ),
         _hidden(query, "name", "aggregate", "trait", "sort"),
         '<div><button type="submit">Count</button></div></form>',
     ]

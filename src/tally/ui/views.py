@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import re
 from collections.abc import Mapping
 
 import sqlalchemy as sa
@@ -27,7 +26,6 @@ MAX_ROWS = 1000  # provider rows on one page; the filters narrow the rest
 MAX_READ = 30_000
 HISTORY_LIMIT = 200  # events read for a provider's page
 SORTS = {"name": "name", "fullness": "fullest first"}
-_SHAPE_ITEM = re.compile(r"^([A-Z0-9_]+):([0-9]+)$")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -243,22 +241,3 @@ def provider_view(
         holders,
         events,
     )
-
-
-def parse_shape(text: str) -> dict[str, int]:
-    """ "VCPU:2, MEMORY_MB:4096" -> {"VCPU": 2, "MEMORY_MB": 4096}; ValueError saying
-    what is wrong otherwise."""
-    shape: dict[str, int] = {}
-    for item in (part.strip() for part in text.split(",")):
-        match = _SHAPE_ITEM.match(item.replace(" ", ""))
-        if not match:
-            raise ValueError(
-                f"{item!r} is not RESOURCE_CLASS:AMOUNT (for example VCPU:2,MEMORY_MB:4096)"
-            )
-        rc, amount = match.group(1), int(match.group(2))
-        if amount < 1:
-            raise ValueError(f"{rc}: the amount must be at least 1")
-        if rc in shape:
-            raise ValueError(f"{rc} is named twice")
-        shape[rc] = amount
-    return shape
