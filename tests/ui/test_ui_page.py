@@ -5,6 +5,7 @@ policy rule, the token cookie at the edge, the login form), and its two seams.""
 from __future__ import annotations
 
 import datetime as dt
+import html
 import re
 import uuid as uuidlib
 from pathlib import Path
@@ -145,7 +146,9 @@ def test_sorted_by_name_unless_asked_by_fullness(page, cloud):
     assert row_uuids(get(page).text) == [cloud["alpha"], cloud["beta"], cloud["gamma"]]
     by_fullness = row_uuids(get(page, sort="fullness").text)
     assert by_fullness == [cloud["beta"], cloud["alpha"], cloud["gamma"]]  # 7/8, 6/8, none
-    assert row_uuids(get(page, sort="bogus").text)[0] == cloud["alpha"]
+    bogus = get(page, sort="bogus")  # a 400 naming it, not a silent sort by name
+    assert bogus.status_code == 400
+    assert "sort: 'bogus' is not one of name, fullness" in html.unescape(bogus.text)
 
 
 def test_filters_by_name_aggregate_and_trait(page, cloud):
@@ -156,12 +159,15 @@ def test_filters_by_name_aggregate_and_trait(page, cloud):
     both = get(page, trait="CUSTOM_FAST", name="alpha").text
     assert row_uuids(both) == []
     assert row_uuids(get(page, aggregate=str(uuidlib.uuid4())).text) == []
-    assert row_uuids(get(page, name="al\x00pha\n").text) == [cloud["alpha"]]  # unprintable: gone
+    assert row_uuids(get(page, name="alpha\n").text) == [cloud["alpha"]]  # spaces around: gone
+    nul = get(page, name="al\x00pha")  # as the API: no NUL in a query value
+    assert nul.status_code == 400 and "name: control characters are not allowed" in nul.text
 
 
 def test_an_unknown_trait_is_said_above_an_empty_list(page, cloud):
-    text = get(page, trait="CUSTOM_NOPE").text
-    assert row_uuids(text) == []
+    result = get(page, trait="CUSTOM_NOPE")
+    text = result.text
+    assert result.status_code == 400 and row_uuids(text) == []
     assert 'class="notice"' in text and "CUSTOM_NOPE" in text
 
 
@@ -307,8 +313,8 @@ def test_capacity_box_shows_the_seams_rows(make_page, cloud):
 
 def test_a_malformed_shape_is_explained(page):
     for shape in ("VCPU", "VCPU:0", "vcpu:2", "VCPU:1,VCPU:2"):
-        text = get(page, shape=shape).text
-        assert "Cannot read the shape" in text, shape
+        result = get(page, shape=shape)
+        assert result.status_code == 400 and "Cannot read the shape" in result.text, shape
 
 
 def test_the_in_process_client_answers_as_the_api(client, sqlite_engine, cloud):

@@ -21,11 +21,12 @@ from typing import Any
 import falcon
 import sqlalchemy as sa
 
+from tally.clients.errors import PlacementError
 from tally.config import Settings
 from tally.db.retry import unavailable
 from tally.placement import middleware, policy
 from tally.placement.ledger.errors import BadRequest, TallyError
-from tally.shapes import parse_shape
+from tally.shapes import ShapeError, parse_shape
 from tally.ui import auth, render, seams, views
 
 LOG = logging.getLogger("tally.ui")
@@ -72,20 +73,27 @@ class Overview:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         who = self.service.authorize(req)
-        query = views.Query.from_params(req.params)
+        query = views.Query.from_params(req.params, req.query_string)
         fits, shape_error = None, None
-        if query.shape:
+        if query.shape and not query.problems:
             fits, shape_error = self._capacity(query.shape)
         view = views.overview(self.service.engine, query)
         body = render.overview(view, query, req.root_path, fits, shape_error)
-        _html(resp, render.page("Providers", body, req.root_path, who))
+        status = 400 if view.refused or shape_error else 200  # a parameter it cannot use
+        _html(resp, render.page("Providers", body, req.root_path, who), status)
 
     def _capacity(self, text: str) -> tuple[list[seams.Fit] | None, str | None]:
+        """The counts, or why the shape cannot be counted (a 400 of the page)."""
         try:
             shape = parse_shape(text)
-        except ValueError as exc:
+        except ShapeError as exc:
             return None, f"Cannot read the shape: {exc}."
-        return self.service.capacity(self.service.placement(), shape), None
+        try:
+            return self.service.capacity(self.service.placement(), shape), None
+        except PlacementError as exc:  # Placement refused the question (an unknown class)
+            if exc.status != 400:
+                raise
+            return None, f"Cannot count the shape: {exc.detail}"
 
 
 class ProviderPage:

@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import re
+import urllib.parse
+import uuid as uuidlib
 from collections.abc import Mapping
 
 import sqlalchemy as sa
@@ -26,6 +29,8 @@ MAX_ROWS = 1000  # provider rows on one page; the filters narrow the rest
 MAX_READ = 30_000
 HISTORY_LIMIT = 200  # events read for a provider's page
 SORTS = {"name": "name", "fullness": "fullest first"}
+MAX_PARAM = 255  # characters of one GET parameter
+_TRAIT = re.compile(r"[A-Z0-9_]+")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,33 +84,56 @@ class Row:
 
 @dataclasses.dataclass(frozen=True)
 class Query:
-    """The list's GET parameters: filters, sort, and the capacity box's shape."""
+    """The list's GET parameters: filters, sort, and the capacity box's shape, with
+    what is wrong with them (`problems`, each naming its parameter: the page answers
+    400). The shape is read apart, by the capacity box (`tally.shapes`)."""
 
     name: str = ""
     aggregate: str = ""
     trait: str = ""
     sort: str = "name"
     shape: str = ""
+    problems: tuple[str, ...] = ()
 
     @classmethod
-    def from_params(cls, params: Mapping[str, str | list[str]]) -> Query:
+    def from_params(cls, params: Mapping[str, str | list[str]], raw: str = "") -> Query:
+        """The query of `params` (decoded), checked; `raw` is the query string as
+        sent, whose bytes must be UTF-8 (as the API asks)."""
+        problems: list[str] = []
+        try:
+            urllib.parse.unquote_to_bytes(raw).decode("utf-8")
+        except UnicodeDecodeError:
+            problems.append("the query string is not UTF-8")
+
         def one(key: str) -> str:
             value = params.get(key, "")
-            value = value[-1] if isinstance(value, list) else value
-            return "".join(ch for ch in value if ch.isprintable()).strip()[:255]
+            value = (value[-1] if isinstance(value, list) else value).strip()
+            text = "".join(ch for ch in value if ch.isprintable())
+            if text != value:
+                problems.append(f"{key}: control characters are not allowed")
+            if len(text) > MAX_PARAM:
+                problems.append(f"{key}: at most {MAX_PARAM} characters ({len(text)} given)")
+            return text[:MAX_PARAM]
 
-        sort = one("sort")
-        return cls(
-            name=one("name"),
-            aggregate=one("aggregate"),
-            trait=one("trait"),
-            sort=sort if sort in SORTS else "name",
-            shape=one("shape"),
+        name, aggregate, trait, sort, shape = map(
+            one, ("name", "aggregate", "trait", "sort", "shape")
         )
+        if aggregate:
+            try:  # any spelling the API takes, used lower-case and hyphenated
+                aggregate = str(uuidlib.UUID(aggregate))
+            except ValueError:
+                problems.append(f"aggregate: {aggregate!r} is not a uuid")
+        if trait and not _TRAIT.fullmatch(trait):
+            problems.append(f"trait: {trait!r} is not a trait name (A-Z, 0-9 and _)")
+        if sort and sort not in SORTS:
+            problems.append(f"sort: {sort!r} is not one of {', '.join(SORTS)}")
+        sort = sort if sort in SORTS else "name"
+        return cls(name, aggregate, trait, sort, shape, tuple(problems))
 
     def params(self, **change: str) -> dict[str, str]:
         """The non-empty parameters, with `change` applied (for links)."""
         values = {**dataclasses.asdict(self), **change}
+        values.pop("problems")
         return {k: v for k, v in values.items() if v and not (k == "sort" and v == "name")}
 
 
@@ -114,6 +142,7 @@ class Overview:
     rows: list[Row]
     matched: int  # before MAX_ROWS
     notice: str | None = None  # why nothing matched, when the filter itself was wrong
+    refused: bool = False  # a parameter could not be used: the page answers 400
 
 
 def sort_rows(rows: list[Row], sort: str) -> list[Row]:
@@ -128,6 +157,8 @@ def name_matches(name: str, wanted: str) -> bool:
 
 
 def overview(engine: sa.Engine, query: Query) -> Overview:
+    if query.problems:
+        return Overview([], 0, "Cannot list providers: " + "; ".join(query.problems) + ".", True)
     wanted = providers.ProviderFilter(
         required_traits=[frozenset({query.trait})] if query.trait else [],
         member_of=[frozenset({query.aggregate})] if query.aggregate else [],
@@ -135,7 +166,7 @@ def overview(engine: sa.Engine, query: Query) -> Overview:
     try:
         found = providers.list_providers(engine, wanted)
     except BadRequest as exc:  # an unknown trait: say so above an empty list
-        return Overview([], 0, exc.detail)
+        return Overview([], 0, exc.detail, refused=True)
     found = [p for p in found if name_matches(p.name, query.name)]
     amounts: dict[str, list[Amount]] = {}
     if found:
