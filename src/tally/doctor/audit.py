@@ -230,8 +230,8 @@ class _Judge:
         if moving:
             return Finding(server.id, LIVE, held, f"moving ({moving[0].status})", **common)
         if host_rp is None or host_rp not in roots:
-            why = f"held on {names}, but it runs on {server.host}"
-            fix = f"tally heal --instance {server.id} --apply"
+            fix, first = self._heal(server, host_rp)
+            why = f"held on {names}, but it runs on {server.host}{first}"
             return Finding(server.id, MISPLACED, held, why, fix=fix, **common)
         if len(roots) > 1:
             why = f"held on {names} with no move in progress; it runs on {server.host}"
@@ -243,10 +243,24 @@ class _Judge:
 
     def unallocated(self, server: Any, host_rp: str | None) -> Finding:
         why = f"{server.status} on {server.host} but holds nothing"
-        if host_rp is None:
-            why += f" (and {server.host} has no resource provider: its compute service is gone)"
-        fix = f"tally heal --instance {server.id} --apply"
+        fix, first = self._heal(server, host_rp)
+        why += first
         return Finding(server.id, UNALLOCATED, {}, why, server.id, server.host, host_rp, fix=fix)
+
+    def _heal(self, server: Any, host_rp: str | None) -> tuple[str | None, str]:
+        """Heal's command for `server`, once its host has a provider again; until
+        then the step that comes first (free and delete the leaked provider by
+        the host's name, then bring the service back), as `explain` orders them,
+        with the words that say so."""
+        if host_rp is not None:
+            return f"tally heal --instance {server.id} --apply", ""
+        why = f" ({server.host} has no resource provider: its compute service is gone"
+        leaked = self.books.by_name(server.node or server.host)
+        if leaked is not None and not self.reported(leaked):
+            fix = f"tally audit --provider {leaked} --delete --apply"
+            return fix, why + f"; first free and delete its old provider {leaked})"
+        action, fix = restore_host(self.cloud, server.host)
+        return fix, why + f"; {action}, then heal it)"
 
     def _takes_back(self, server: Any, stale: Allocations) -> bool:
         """Will heal give this stale hold back to its server? When the server holds
@@ -271,6 +285,14 @@ class _Judge:
 
     def _matched_migration(self, consumer: str, held: Allocations) -> Any:
         return matched_migration(self.cloud, self.books, self.placement, consumer, held)
+
+
+def restore_host(cloud: Cloud, host: str) -> tuple[str, str | None]:
+    """What brings back the compute service of `host`, so that it reports a provider
+    again, and the command for it (None: the operator's hands, on the host)."""
+    if cloud.lab:
+        return f"re-create the compute service of {host}", f"tally lab host add {host}"
+    return f"restart nova-compute on {host}: it reports its provider again at start", None
 
 
 def settle_command(m: Any, cloud: Cloud) -> str | None:

@@ -222,13 +222,7 @@ class _Planner:
         if not self._leaked:
             return
         host = self._host
-        if self.cloud.lab:
-            text = f"re-create the compute service of {host}"
-            command = f"tally lab host add {host}"
-        else:
-            text = f"restart nova-compute on {host}: it reports its provider again at start"
-            command = None
-        self._step(text, command, {})
+        self._step(*audits.restore_host(self.cloud, host or ""), {})
         stranded = [
             s
             for s in self.cloud.servers.values()
