@@ -140,7 +140,7 @@ def test_faults_pick_a_server_when_none_is_named(broken):
 
 def test_an_unknown_fault_is_a_usage_error(broken):
     result = CliRunner().invoke(cli, ["lab", "break", "meteor"], obj=Context())
-    assert result.exit_code == 2
+    assert result.exit_code == 127
     with pytest.raises(ComputeError) as caught:
         broken.compute.post("/os-lab/faults", {"fault": {"kind": "meteor"}})
     assert caught.value.status == 400 and "Unknown fault" in caught.value.detail

@@ -105,7 +105,7 @@ def test_provider_create_show_list_set_delete(tally):
     assert renamed["name"] == "compute-one"
     moved = as_json(tally("provider", "set", OTHER, "--parent-provider", RP, "-f", "json"))
     assert (moved["name"], moved["parent_provider_uuid"]) == ("elsewhere", RP)
-    tally("provider", "set", RP, code=2)  # nothing to change
+    tally("provider", "set", RP, code=127)  # nothing to change
 
     refused = tally("provider", "delete", RP, code=1)
     assert "HTTP 409" in refused.stderr
@@ -183,9 +183,9 @@ def test_inventory_set_forms(tally):
         ("VCPU:reserved=2", "no total for VCPU"),
     ],
 )
-def test_inventory_set_usage_errors_exit_2(tally, resource, message):
+def test_inventory_set_usage_errors_exit_127(tally, resource, message):
     tally("provider", "create", "compute-1", "--uuid", RP)
-    result = tally("provider", "inventory", "set", RP, "--resource", resource, code=2)
+    result = tally("provider", "inventory", "set", RP, "--resource", resource, code=127)
     assert message in result.stderr
 
 
@@ -334,9 +334,9 @@ def test_allocation_set_in_the_list_format_before_1_12(seeded, make_tally):
 
 
 def test_allocation_set_asks_for_what_the_version_requires(seeded):
-    result = seeded(f"provider allocation set {OTHER} --allocation rp={RP},VCPU=1", code=2)
+    result = seeded(f"provider allocation set {OTHER} --allocation rp={RP},VCPU=1", code=127)
     assert "--project-id, --user-id, --consumer-type" in result.stderr
-    bad = seeded("provider", "allocation", "set", OTHER, "--allocation", "VCPU=1", code=2)
+    bad = seeded("provider", "allocation", "set", OTHER, "--allocation", "VCPU=1", code=127)
     assert "rp=PROVIDER_UUID,CLASS=AMOUNT" in bad.stderr
     over = seeded(
         f"provider allocation set {OTHER} --allocation rp={RP},VCPU=13 --project-id p "
@@ -441,7 +441,7 @@ def test_allocation_candidates(seeded):
     assert by_candidate == {1: {RP, CHILD}, 2: {RP, CHILD}}
     none = seeded("allocation", "candidate", "list", "--resource", "VCPU=64", "-f", "json")
     assert as_json(none) == []
-    seeded("allocation", "candidate", "list", code=2)
+    seeded("allocation", "candidate", "list", code=127)
     seeded(
         "allocation",
         "candidate",
@@ -456,7 +456,7 @@ def test_allocation_candidates(seeded):
         "2",
         "--required",
         "Y",
-        code=2,
+        code=127,
     )  # group 2 has no --resource
 
 
@@ -474,5 +474,5 @@ def test_output_formats_and_columns(seeded):
     table = seeded("provider", "list").stdout
     header = [cell.strip() for cell in table.splitlines()[1].split("|")[1:-1]]
     assert header == ["uuid", "name", "generation", "root_provider_uuid", "parent_provider_uuid"]
-    unknown = seeded("provider", "list", "-c", "colour", code=2)
+    unknown = seeded("provider", "list", "-c", "colour", code=127)
     assert "unknown column colour; choose from uuid, name, generation" in unknown.stderr

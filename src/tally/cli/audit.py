@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from tally.cli import exits
 from tally.cli.context import (
     PROVIDER,
     Context,
@@ -16,12 +17,12 @@ from tally.cli.context import (
     pass_context,
     progress_bar,
 )
-from tally.cli.scripting import STUCK_AFTER, ScriptCommand, notes, summary
+from tally.cli.scripting import STUCK_AFTER, notes, summary
+from tally.clients.errors import PlacementError
 from tally.doctor import audit as doctor
 
 COLUMNS = ("consumer", "class", "server", "host", "allocations", "reason", "fix", "action")
 COLUMNS += ("history",)  # when, and by which request, the hold was written
-FOUND, ALL_FIXED = 3, 4  # nova-manage placement audit's codes; 1 is an error
 
 
 def rows(report: doctor.Audit, verbose: bool) -> list[dict[str, Any]]:
@@ -59,6 +60,18 @@ def rows(report: doctor.Audit, verbose: bool) -> list[dict[str, Any]]:
     return found
 
 
+def _must_exist(ctx: Context, provider: str) -> None:
+    """An unknown --provider is bad input (127), as nova-manage's audit says."""
+    try:
+        ctx.client.get(f"/resource_providers/{provider}")
+    except PlacementError as exc:
+        if exc.status != 404:
+            raise
+        raise click.BadParameter(
+            f"no resource provider {provider}", param_hint="--provider"
+        ) from None
+
+
 def _action(report: doctor.Audit, write: doctor.Write | None) -> str | None:
     """What --delete did (or, in a dry run, would do) for this row."""
     if write is None:
@@ -73,7 +86,7 @@ def _action(report: doctor.Audit, write: doctor.Write | None) -> str | None:
     return f"{verb[0]} {what}" if write.applied else f"would {verb[1]} {what}"
 
 
-@click.command("audit", cls=ScriptCommand)
+@click.command("audit")
 @click.option(
     "--provider",
     type=PROVIDER,
@@ -104,10 +117,13 @@ def audit(
     its host and servers' parts on a leaked provider (which is then deleted), each
     consumer's rest written back with its consumer generation; only on --provider
     when given. A dry run unless --apply. Exit status as nova-manage's: 0 nothing
-    found, 3 found, 4 everything found was fixed, 1 error, 127 bad input.
+    found, 3 found (or not all of it written), 4 everything found was fixed, 1
+    cannot reach a service, 127 bad input (a --provider that does not exist too).
     """
     if apply and not delete:
         raise click.UsageError("--apply goes with --delete")
+    if provider is not None:
+        _must_exist(ctx, provider)
     with progress_bar("reading allocations") as tick:
         report = doctor.audit(ctx.client, ctx.compute, provider, tick, stuck_after)
     if delete:
@@ -116,7 +132,6 @@ def audit(
     counts = ", ".join(f"{n} {kind}" for kind, n in report.counts().items() if n)
     summary(f"{len(report.consumers)} consumers: {counts or 'none'}")
     notes(ctx.compute, ctx.client)
-    if any(w.error for w in report.writes):
-        raise click.exceptions.Exit(1)
-    if report.findings or report.leaked_providers:
-        raise click.exceptions.Exit(ALL_FIXED if apply and report.all_fixed else FOUND)
+    found = bool(report.findings or report.leaked_providers)
+    failed = any(w.error for w in report.writes)
+    exits.leave(exits.audit_status(found, apply and report.all_fixed, failed))

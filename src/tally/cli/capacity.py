@@ -6,9 +6,10 @@ import dataclasses
 
 import click
 
+from tally.cli import exits
 from tally.cli.context import Context, Output, output_options, pass_context
 from tally.cli.filters import member_of_params, required_params, shape_param
-from tally.cli.scripting import ScriptCommand, summary
+from tally.cli.scripting import summary
 from tally.doctor import capacity as doctor
 
 COLUMNS = {
@@ -17,7 +18,7 @@ COLUMNS = {
 }
 
 
-@click.command("capacity", cls=ScriptCommand)
+@click.command("capacity")
 @click.option("--flavor", help="A flavor of the compute API (name or id): its claim's shape.")
 @click.option(
     "--resource",
@@ -82,4 +83,4 @@ def capacity(
     for note in shape.notes:
         summary(f"Note: {note}")
     if report.total == 0:
-        raise click.exceptions.Exit(1)
+        exits.leave(exits.FAILED)

@@ -1,6 +1,7 @@
 """What every Placement command shares: the connection (the click context object,
 built once by the root group from --url/--token/--os-cloud/... or the environment),
-error handling (exit 1 with the server's message), and output rendering
+error handling (a client's error: its message, exit 1, decided in tally.cli.exits), and
+output rendering
 (`-f table|json|yaml|value`, `-c COLUMN`, like the openstack client)."""
 
 from __future__ import annotations
@@ -208,17 +209,9 @@ _pass_context = click.make_pass_decorator(Context, ensure=True)
 
 
 def pass_context(f: Callable) -> Callable:
-    """Give the command the Context; turn a client error into its message and exit 1."""
-
-    @functools.wraps(f)
-    def run(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return f(*args, **kwargs)
-        except ClientError as exc:
-            click.echo(f"Error: {exc}", err=True)
-            raise click.exceptions.Exit(1) from exc
-
-    return _pass_context(run)
+    """Give the command the Context (a client's error ends it with its message and
+    status 1: `tally.cli.exits.deciding`, through the root group)."""
+    return _pass_context(f)
 
 
 # ---------------------------------------------------------------- output

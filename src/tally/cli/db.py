@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from tally.config import load_settings
+from tally.cli.serve import read_settings
 
 
 @click.group()
@@ -26,7 +26,7 @@ def settings_options(f: Callable) -> Callable:
     @click.option("--placement-conf", help="An upstream placement.conf to read options from.")
     @functools.wraps(f)
     def run(*args: Any, config_file: str | None, placement_conf: str | None, **kw: Any) -> Any:
-        return f(*args, database=load_settings(config_file, placement_conf).database, **kw)
+        return f(*args, database=read_settings(config_file, placement_conf).database, **kw)
 
     return run
 

@@ -6,6 +6,7 @@ import dataclasses
 
 import click
 
+from tally.cli import exits
 from tally.cli.context import Context, Output, cell, output_options, pass_context, progress_bar
 from tally.doctor import drain as doctor
 
@@ -33,4 +34,4 @@ def drain(ctx: Context, out: Output, host: str, apply: bool, reason: str, timeou
             click.echo(f"left on {host}: {consumer} {cell(held)}")
         click.echo("drained" if report.drained else "not drained")
     if not report.drained:
-        raise click.exceptions.Exit(1)
+        exits.leave(exits.FAILED)

@@ -9,6 +9,7 @@ import shlex
 import click
 from rich.text import Text
 
+from tally.cli import exits
 from tally.cli.context import (
     PROVIDER,
     Context,
@@ -21,7 +22,7 @@ from tally.cli.context import (
 from tally.cli.filters import shape_param
 from tally.cli.inventory import asked_inventories, resource_option
 from tally.cli.inventory_report import render_check
-from tally.cli.scripting import STUCK_AFTER, ScriptCommand, notes
+from tally.cli.scripting import STUCK_AFTER, notes
 from tally.doctor.candidates import explain_candidates
 from tally.doctor.explain import Explanation, explain_change
 
@@ -75,7 +76,7 @@ def retry_command(uuid: str, resources: tuple[tuple[str, dict], ...]) -> str:
     return shlex.join(words)
 
 
-@explain.command("provider", cls=ScriptCommand)
+@explain.command("provider")
 @click.argument("uuid", type=PROVIDER)
 @resource_option("The change, as for `tally provider inventory set --amend` (repeatable).")
 @STUCK_AFTER
@@ -95,7 +96,7 @@ def provider(
     render(out, found)
     notes(ctx.compute, ctx.client)
     if found.refused:
-        raise click.exceptions.Exit(1)
+        exits.leave(exits.FAILED)
 
 
 @explain.command("candidates")
@@ -130,4 +131,4 @@ def candidates(
         )
         out.rows(["name", "root", "reasons"], (dataclasses.asdict(m) for m in found.closest))
     if not found.candidates:
-        raise click.exceptions.Exit(1)
+        exits.leave(exits.FAILED)

@@ -6,17 +6,15 @@ import dataclasses
 
 import click
 
+from tally.cli import exits
 from tally.cli.context import Context, Output, output_options, pass_context, progress_bar
-from tally.cli.scripting import ScriptCommand, notes, summary
-from tally.clients.errors import ClientError
+from tally.cli.scripting import notes, summary
 from tally.doctor.heal import heal as heal_allocations
 
 COLUMNS = ("server", "action", "allocations", "reason", "applied", "error")
-# nova-manage placement heal_allocations' codes
-HEALED, MORE_LEFT, NO_PROVIDER, WRITE_FAILED, NOTHING, ERROR = 0, 1, 2, 3, 4, 255
 
 
-@click.command("heal", cls=ScriptCommand)
+@click.command("heal")
 @click.option("--instance", help="Heal only this server.")
 @click.option("--max-count", type=click.IntRange(min=1), help="Heal at most N servers.")
 @click.option("--dry-run", is_flag=True, help="Show what would be written (the default).")
@@ -40,31 +38,23 @@ def heal(
     --apply.
 
     Exit status as nova-manage's: 0 healed (a dry run: something to heal), 1
-    --max-count reached with servers left, 2 a server's host has no resource
-    provider (its compute service was deleted: re-create or restart it), 3 a write
-    failed, 4 nothing to heal, 127 bad input, 255 an error (API unreachable, ...).
+    --max-count reached with servers left (or a service cannot be reached), 2 a
+    server's host has no resource provider (its compute service was deleted:
+    re-create or restart it), 3 a write failed, 4 nothing to heal, 127 bad input
+    (an --instance the compute API does not have too), 255 an unexpected error.
     """
     if apply and dry_run:
         raise click.UsageError("--dry-run and --apply exclude each other")
-    try:
-        with progress_bar("checking servers") as tick:
-            report = heal_allocations(
-                ctx.client, ctx.compute, instance, max_count, apply, force, progress=tick
-            )
-    except ClientError as exc:
-        click.echo(f"Error: {exc}", err=True)
-        raise click.exceptions.Exit(ERROR) from exc
+    with progress_bar("checking servers") as tick:
+        report = heal_allocations(
+            ctx.client, ctx.compute, instance, max_count, apply, force, progress=tick
+        )
     out.rows(COLUMNS, (dataclasses.asdict(h) for h in report.healings))
     healable = [h for h in report.healings if h.action != "no-provider"]
     summary(f"{report.checked} servers checked, {len(healable)} to heal")
     for stranded in report.stranded:
         summary(f"Cannot heal {stranded.server}: {stranded.reason}")
     notes(ctx.compute)
-    if report.failed:
-        raise click.exceptions.Exit(WRITE_FAILED)
-    if report.stranded:
-        raise click.exceptions.Exit(NO_PROVIDER)
-    if report.more:
-        raise click.exceptions.Exit(MORE_LEFT)
-    if not healable:
-        raise click.exceptions.Exit(NOTHING)
+    exits.leave(
+        exits.heal_status(report.failed, bool(report.stranded), report.more, bool(healable))
+    )

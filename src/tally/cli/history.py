@@ -8,7 +8,7 @@ import datetime as dt
 import click
 
 from tally.cli.context import PROVIDER, Context, Output, ProviderRef, output_options, pass_context
-from tally.cli.scripting import Duration, ScriptCommand
+from tally.cli.scripting import Duration
 from tally.clients.errors import PlacementError
 
 COLUMNS = (
@@ -31,7 +31,7 @@ COLUMNS = (
 PAGE = 1000  # the most the API gives at once
 
 
-@click.command("history", cls=ScriptCommand)
+@click.command("history")
 @click.argument("consumer", required=False)
 @click.option("--provider", type=PROVIDER, help="Only changes of this provider (uuid or name).")
 @click.option(

@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from tally.cli import exits
 from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
 from tally.cli.inventory_report import render_check
 from tally.clients.errors import PlacementError
@@ -103,14 +104,14 @@ def guarded_write(
         check = check_change(client, uuid, asked, current)
         if not check.ok:
             render_check(out, check)
-            raise click.exceptions.Exit(1)
+            exits.leave(exits.FAILED)
     try:
         return write()
     except PlacementError as exc:
         if not exc.inventory_in_use:
             raise
         render_check(out, explain_refusal(client, uuid, asked, exc))
-        raise click.exceptions.Exit(1) from exc
+        raise click.exceptions.Exit(exits.FAILED) from exc
 
 
 def inventory_rows(inventories: Mapping[str, Mapping], used: Mapping[str, int] | None = None):

@@ -9,6 +9,7 @@ from typing import Any
 
 import click
 
+from tally.cli import exits
 from tally.cli.context import Context, Output, output_options, pass_context
 from tally.clients.compute import ComputeClient
 
@@ -232,7 +233,7 @@ def boot(
     servers = sorted(found["servers"], key=lambda s: s.get("OS-EXT-SRV-ATTR:launch_index", 0))
     out.rows(SERVER_FIELDS, [server_row(s) for s in servers])
     if any(s["status"] == "ERROR" for s in servers):
-        raise click.exceptions.Exit(1)
+        exits.leave(exits.FAILED)
 
 
 @lab.command("migrate")
@@ -261,7 +262,7 @@ def migrate(ctx: Context, out: Output, server: str, cold: bool, host: str | None
     newest = max(found, key=lambda m: m["id"])  # the order is Nova's to choose
     out.record(newest, MIGRATION_FIELDS)
     if newest["status"] == "error":
-        raise click.exceptions.Exit(1)
+        exits.leave(exits.FAILED)
 
 
 @lab.command("step")

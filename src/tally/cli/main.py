@@ -37,8 +37,9 @@ def cli(ctx: click.Context, **connection: Any) -> None:
     (default http://127.0.0.1:8778, noauth token `admin`) or --os-cloud through
     Keystone. These options may also follow the command, as in the openstack
     client (`tally provider list --os-placement-api-version 1.10`). Exit status:
-    0 done, 1 refused (the server's message, or the inventory pre-check's report),
-    2 bad usage.
+    0 done, 1 refused (the server's message, or the inventory pre-check's report)
+    or a service cannot be reached, 127 bad input; `audit` and `heal` answer as
+    nova-manage's (docs/reference.md, Exit status).
     """
     open_context(ctx, **connection)
 

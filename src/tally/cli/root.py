@@ -1,14 +1,28 @@
 """The root `tally` group: its connection options are global, given before the
 command or after it (`tally provider list --os-placement-api-version 1.10`), as the
-openstack client takes its `--os-*` options."""
+openstack client takes its `--os-*` options; and every exit status goes through
+`tally.cli.exits`."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
+
+from tally.cli import exits
 
 
 class Root(click.Group):
-    """A group whose value-taking options may also follow the subcommand."""
+    """A group whose value-taking options may also follow the subcommand, and
+    whose commands' errors end with the status `exits.deciding` gives them."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        with exits.deciding():
+            return super().make_context(*args, **kwargs)
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with exits.deciding():
+            return super().invoke(ctx)
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         return super().parse_args(ctx, hoist_global_options(self, args))

@@ -1,5 +1,5 @@
-"""What makes the doctor's commands safe to script: nova-manage's exit codes (127 for
-bad input), durations on the command line, and summaries on stderr."""
+"""What makes the doctor's commands safe to script: durations on the command line, and
+summaries on stderr (exit statuses: `tally.cli.exits`)."""
 
 from __future__ import annotations
 
@@ -8,26 +8,6 @@ import re
 from typing import Any
 
 import click
-
-BAD_INPUT = 127
-
-
-class ScriptCommand(click.Command):
-    """A command whose bad input exits 127, as nova-manage's do (click says 2)."""
-
-    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
-        try:
-            return super().make_context(*args, **kwargs)
-        except click.UsageError as exc:
-            exc.exit_code = BAD_INPUT
-            raise
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except click.UsageError as exc:
-            exc.exit_code = BAD_INPUT
-            raise
 
 
 class Duration(click.ParamType):

@@ -3,13 +3,23 @@ buffered before a thread runs them; `--workers N` pre-forked processes)."""
 
 from __future__ import annotations
 
+import configparser
 import logging
+from typing import Any
 
 import click
 
 from tally.config import SETTINGS, Settings, load_settings
 from tally.edge import is_loopback
 from tally.logs import configure_logging
+
+
+def read_settings(config_file: str | None, placement_conf: str | None, **given: Any) -> Settings:
+    """`load_settings`; a value it refuses, or a file it cannot read, is bad input."""
+    try:
+        return load_settings(config_file, placement_conf, **given)
+    except (ValueError, OSError, configparser.Error) as exc:
+        raise click.UsageError(f"cannot read the settings: {exc}") from None
 
 
 def refuse_unsafe_bind(settings: Settings) -> None:
@@ -89,7 +99,7 @@ def serve(
     from tally.db.engine import make_engine  # imported here: keeps `tally --help` quick
     from tally.placement.ledger.bootstrap import prepare_database
 
-    settings = load_settings(config_file, placement_conf, host=host, port=port, workers=workers)
+    settings = read_settings(config_file, placement_conf, host=host, port=port, workers=workers)
     if not get_path:
         refuse_unsafe_bind(settings)
     configure_logging(settings)

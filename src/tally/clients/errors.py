@@ -4,6 +4,7 @@ ClientError                 anything the client could not do
 +-- ConfigurationError      no usable endpoint or credentials (bad --os-cloud, ...)
 +-- Unreachable             the server did not answer (connection refused, timeout)
 +-- VersionUnsupported      the command needs a microversion the session does not speak
++-- BadInput                what the caller named is not there (a server, a provider)
 +-- PlacementError          the server answered 4xx/5xx; carries its error body
 """
 
@@ -31,6 +32,11 @@ class Unreachable(ClientError):
 
 class VersionUnsupported(ClientError):
     pass
+
+
+class BadInput(ClientError):
+    """What the caller asked about names nothing there (`tally heal --instance` of a
+    server the compute API does not have): bad input, as nova-manage counts it."""
 
 
 class PlacementError(ClientError):

@@ -31,7 +31,7 @@ from collections.abc import Mapping
 
 from tally.clients import allocations as allocs
 from tally.clients.compute import ComputeClient
-from tally.clients.errors import ClientError
+from tally.clients.errors import BadInput, ClientError
 from tally.clients.placement import PlacementClient
 from tally.doctor.cloud import (
     NOTHING_HELD,
@@ -97,7 +97,7 @@ def heal(
     books = read_books(placement, None)
     servers = [s for s in cloud.servers.values() if instance in (None, s.id)]
     if instance and not servers:
-        raise ClientError(f"no server {instance} in the compute API")
+        raise BadInput(f"no server {instance} in the compute API")
     healer = _Healer(placement, compute, cloud, books, apply, force)
     healings: list[Healing] = []
     for n, server in enumerate(servers, 1):
