@@ -21,7 +21,8 @@ from tally.doctor import drain as doctor
 def drain(ctx: Context, out: Output, host: str, apply: bool, reason: str, timeout: float) -> None:
     """Disable HOST's compute service with a reason, live-migrate its servers,
     wait for each migration, check its provider holds no allocations, and report
-    what is left. A dry run unless --apply; exit 1 unless drained."""
+    what is left. HOST stays disabled afterwards: the last line says how to enable
+    it again. A dry run unless --apply; exit 1 unless drained."""
     with progress_bar("migrating servers") as tick:
         report = doctor.drain(
             ctx.client, ctx.compute, host, apply, reason, timeout=timeout, progress=tick
@@ -33,5 +34,7 @@ def drain(ctx: Context, out: Output, host: str, apply: bool, reason: str, timeou
         for consumer, held in report.left.items():
             click.echo(f"left on {host}: {consumer} {cell(held)}")
         click.echo("drained" if report.drained else "not drained")
+        said = doctor.stays_disabled(host)
+        click.echo(said if apply else f"with --apply: {said}")
     if not report.drained:
         exits.leave(exits.FAILED)

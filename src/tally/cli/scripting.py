@@ -28,9 +28,10 @@ class Duration(click.ParamType):
 STUCK_AFTER = click.option(
     "--stuck-after",
     type=Duration(),
-    default="1h",
+    default="5m",
     show_default=True,
-    help="A move not finished this long after its last update is stuck (90s, 30m, 1h).",
+    help="A move whose state has not changed for this long is stuck (90s, 30m, 1h); on "
+    "the lab, three of its steps if that is sooner.",
 )
 
 

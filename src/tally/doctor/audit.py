@@ -5,7 +5,9 @@ server that should hold some, gets one class:
 
   live               a server holding exactly its host's provider tree (or moving)
   migrating          the hold of a move still in progress
-  stuck-migration    a move not finished after `stuck_after` (from its updated_at)
+  stuck-migration    a move whose state has not changed for `stuck_after` (from its
+                     updated_at; on the lab, whose moves step by themselves, for
+                     LAB_STEPS of its steps if that is sooner)
   orphan             no server, no migration: deleted uncleanly
   stale-migration    the hold of a move that is over (completed, error, ...)
   double-allocation  a server holding its host and another compute node, no move going
@@ -53,7 +55,8 @@ LEAKED_HOST, UNVERIFIED, OFFLOADED = "leaked-host", "unverified", "offloaded"
 KINDS = (LIVE, MIGRATING, STUCK, ORPHAN, STALE_MIGRATION, DOUBLE_ALLOCATION, MISPLACED)
 KINDS += (UNALLOCATED, LEAKED_HOST, UNVERIFIED, OFFLOADED)
 FINDINGS = KINDS[2:]
-STUCK_AFTER = dt.timedelta(hours=1)
+STUCK_AFTER = dt.timedelta(minutes=5)
+LAB_STEPS = 3  # a lab move that has not stepped for this many steps is stuck
 
 
 @dataclasses.dataclass(frozen=True)
@@ -169,7 +172,7 @@ class _Judge:
         now: dt.datetime,
     ) -> None:
         self.cloud, self.books, self.placement = cloud, books, placement
-        self.stuck_after, self.now = stuck_after, now
+        self.stuck_after, self.now = patience(cloud, stuck_after), now
 
     def host_provider(self, server: Any) -> str | None:
         return host_provider(self.cloud, self.books, server)
@@ -209,7 +212,7 @@ class _Judge:
             return Finding(consumer, STALE_MIGRATION, held, why, fix=fix, taken_back=back, **common)
         age = self.now - m.updated_at if m.updated_at else None
         if age is not None and age > self.stuck_after:
-            why = f"migration {m.id} ({m.kind or 'move'}) {m.status} for {_duration(age)}"
+            why = f"migration {m.id} ({m.kind or 'move'}) {m.status}, unchanged for {duration(age)}"
             return Finding(consumer, STUCK, held, why, fix=settle_command(m, self.cloud), **common)
         return Finding(consumer, MIGRATING, held, f"migration {m.id} {m.status}", **common)
 
@@ -322,9 +325,23 @@ def unsettled(m: Any, cloud: Cloud) -> str | None:
     return None
 
 
-def _duration(age: dt.timedelta) -> str:
-    minutes = int(age.total_seconds() // 60)
-    return f"{minutes // 60}h {minutes % 60:02d}m" if minutes >= 60 else f"{minutes}m"
+def patience(cloud: Cloud, stuck_after: dt.timedelta) -> dt.timedelta:
+    """How long a move may keep its state: `stuck_after`, or on the lab (whose moves
+    step by themselves every `lab_step` seconds) LAB_STEPS steps if that is sooner."""
+    if cloud.lab_step > 0:
+        return min(stuck_after, dt.timedelta(seconds=LAB_STEPS * cloud.lab_step + 1))
+    return stuck_after
+
+
+def duration(age: dt.timedelta) -> str:
+    """`45s`, `12m`, `4h 30m`, `3d 02h`."""
+    seconds = max(0, int(age.total_seconds()))
+    minutes, hours = seconds // 60, seconds // 3600
+    if seconds < 60:
+        return f"{seconds}s"
+    if minutes < 60:
+        return f"{minutes}m"
+    return f"{hours}h {minutes % 60:02d}m" if hours < 48 else f"{hours // 24}d {hours % 24:02d}h"
 
 
 # ---------------------------------------------------------------- removal

@@ -80,6 +80,7 @@ class Cloud:
     migrations: list[Migration]
     nodes: dict[str, str | None]  # node name -> its provider uuid (None before 2.53)
     lab: bool = False  # the compute API is Tally's lab (it has /os-lab)
+    lab_step: float = 0  # seconds between the lab's own steps of a move (0: on request)
     version: str = "2.96"  # the compute microversion spoken
 
     def migration(self, uuid: str) -> Migration | None:
@@ -200,7 +201,8 @@ def read_cloud(compute: ComputeClient) -> Cloud:
         servers={s["id"]: _server(s) for s in servers},
         migrations=[_migration(m) for m in migrations],
         nodes={h["hypervisor_hostname"]: str(h["id"]) if uuids else None for h in hypervisors},
-        lab=_is_lab(compute),
+        lab=(step := _lab_step(compute)) is not None,
+        lab_step=step or 0,
         version=compute.version,
     )
 
@@ -243,14 +245,16 @@ def _time(text: str | None) -> dt.datetime | None:
     return found if found.tzinfo else found.replace(tzinfo=dt.UTC)
 
 
-def _is_lab(compute: ComputeClient) -> bool:
+def _lab_step(compute: ComputeClient) -> float | None:
+    """How often the lab's moves step by themselves (0: only when told); None when
+    the compute API is not Tally's lab."""
     from tally.clients.errors import ClientError
 
     try:
-        compute.get("/os-lab/hosts")
+        found = compute.get("/os-lab/step")
     except ClientError:
-        return False
-    return True
+        return None
+    return float(found.get("step_seconds") or 0)
 
 
 def flavor_of(compute: ComputeClient, server: Server) -> dict[str, Any]:

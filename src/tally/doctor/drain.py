@@ -1,7 +1,10 @@
 """Drain a compute host before taking it away: disable its service with a reason,
 live-migrate each of its servers, wait for each migration to end, then check its
 provider holds no allocations and report what is left. A dry run says what it
-would do; `wait` is called between polls (a sleep, or the lab's step in tests)."""
+would do; `wait` is called between polls (a sleep, or the lab's step in tests).
+
+The host stays disabled afterwards (nothing is scheduled there until it is enabled
+again): every plan step that drains says so, with `enable_command`."""
 
 from __future__ import annotations
 
@@ -16,6 +19,19 @@ from tally.clients.placement import PlacementClient
 from tally.doctor.cloud import MIGRATION_OVER, Progress, paged
 
 REASON = "drained by tally"
+
+
+def enable_command(host: str) -> str:
+    """The command that lets the scheduler use a drained host again."""
+    return f"openstack compute service set --enable {host} nova-compute"
+
+
+def stays_disabled(host: str) -> str:
+    """What every step that drains `host` says of it."""
+    return (
+        f"{host} stays disabled afterwards (nothing new is scheduled there); "
+        f"enable it again with: {enable_command(host)}"
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +56,12 @@ class DrainReport:
         return self.applied and ok and not self.left
 
     def as_dict(self) -> dict[str, Any]:
-        return {**dataclasses.asdict(self), "drained": self.drained}
+        return {
+            **dataclasses.asdict(self),
+            "drained": self.drained,
+            "stays_disabled": stays_disabled(self.host),
+            "enable_command": enable_command(self.host),
+        }
 
 
 def drain(

@@ -31,6 +31,7 @@ from typing import Any
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
 from tally.doctor import audit as audits
+from tally.doctor import drain as drains
 from tally.doctor.cloud import server_claims
 from tally.doctor.heal import rewritten
 from tally.doctor.history import Histories, Trace
@@ -238,7 +239,10 @@ class _Planner:
             self._step(text, "tally heal --apply", gained)
 
     def _drain(self) -> None:
-        text = f"live servers alone still hold more than asked: move them off {self._host}"
+        text = (
+            f"live servers alone still hold more than asked: move them off {self._host}; "
+            + drains.stays_disabled(self._host or self.rp)
+        )
         self._step(text, f"tally drain {self._host} --apply", _neg(self.usage))
 
     def _alternatives(self) -> list[Step]:

@@ -69,6 +69,11 @@ class LabTracker(Resource):
 class LabStep(Resource):
     ADMIN_ONLY = True
 
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        """The lab's clock: every `step_seconds` in-flight moves advance one state by
+        themselves (0: only on POST)."""
+        resp.media = {"step_seconds": self.lab.settings.lab_step_seconds}
+
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         count = body(req).get("count", 1) if req.content_length else 1
         if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= 100:
