@@ -1,0 +1,124 @@
+"""The README from top to bottom, in one shell, as a new user runs it: every `sh`
+block in order (the migration's, which needs the operator's own databases, is
+test_readme_move.py's), against one `tally serve` started as `bin/serve` starts it.
+Each command exits as the README says (0 unless it says otherwise), and each
+section's stated result is there: the 409 naming the consumer, the refusal before
+writing, the books true at the end of the whole story (`tally audit` exits 0)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.live import install_osc, tally_serve
+
+ROOT = Path(__file__).resolve().parents[2]
+SKIPPED_SECTIONS = ("Move an existing cloud",)
+MARK = "::status::"
+# what the README says a command exits with, per occurrence (all others: 0)
+EXPECTED = {
+    "tally provider inventory set $RP --resource VCPU=32:16": [1],
+    "tally provider inventory set $RP --amend --resource VCPU=16:15 "
+    "--resource VCPU:allocation_ratio=1": [1, 0],
+    "tally explain $RP --resource VCPU=16:15 --resource VCPU:allocation_ratio=1": [1],
+    "tally audit --provider $RP --delete --apply": [4],
+    "tally lab break delete-while-down": [0],
+    "tally audit -c consumer -c class -c history": [3],
+}
+
+
+def readme_blocks() -> list[str]:
+    """The `sh` blocks of the README, in order, but those of skipped sections."""
+    found = []
+    for section in re.split(r"^## ", (ROOT / "README.md").read_text(), flags=re.M):
+        if section.startswith(SKIPPED_SECTIONS):
+            continue
+        found += re.findall(r"```sh\n(.*?)```", section, re.S)
+    return found
+
+
+def commands(block: str) -> list[str]:
+    """The block's commands, as the shell reads them: a line continues after `\\`,
+    a `|` or `&&`, or inside quotes or `$( )`; comment lines dropped."""
+    found, current = [], ""
+    quote, depth = "", 0
+    for line in block.splitlines():
+        if not current and (not line.strip() or line.lstrip().startswith("#")):
+            continue
+        current += line + "\n"
+        i = 0
+        while i < len(line):
+            c = line[i]
+            if quote == "'":
+                quote = "" if c == "'" else quote
+            elif c == "\\":
+                i += 1
+            elif quote == '"':
+                quote = "" if c == '"' else quote
+            elif c in "'\"":
+                quote = c
+            elif line.startswith("$(", i):
+                depth += 1
+                i += 1
+            elif c == ")" and depth:
+                depth -= 1
+            elif c == "#" and (i == 0 or line[i - 1] in " \t"):
+                break  # a comment to the end of the line
+            i += 1
+        code = line.split(" #", 1)[0].rstrip()
+        if not quote and not depth and not code.endswith(("\\", "|", "&&")):
+            found.append(current.strip())
+            current = ""
+    assert not current, f"unterminated command: {current}"
+    return found
+
+
+def test_the_readme_runs_top_to_bottom(tmp_path: Path) -> None:
+    osc = install_osc()
+    (tmp_path / "data").mkdir()
+    # the lab's clocks as `bin/serve` runs them (the fixture stops them by default)
+    with tally_serve(tmp_path / "data", lab_step_seconds="2", lab_tracker_seconds="60") as url:
+        done, run = _run_readme(url, osc, tmp_path)
+    _check(done, run)
+
+
+def _run_readme(url: str, osc: Path, work: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
+    run = [c for block in readme_blocks() for c in commands(block)]
+    # on a line of its own, also after an answer without a newline (curl's)
+    script = "".join(f"{command}\nprintf '\\n{MARK}%s\\n' \"$?\"\n" for command in run)
+    script = script.replace("http://127.0.0.1:8778", url)
+    script = script.replace(".venv/bin/pip install -q python-openstackclient osc-placement", ":")
+    path = f"{Path(sys.executable).parent}:{osc / 'bin'}:{os.environ['PATH']}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OS_", "TALLY_"))}
+    done = subprocess.run(
+        ["bash", "-c", script],
+        cwd=work,
+        env={**env, "PATH": path},
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    return done, run
+
+
+def _check(done: subprocess.CompletedProcess, run: list[str]) -> None:
+    statuses = [int(s) for s in re.findall(rf"^{MARK}(\d+)$", done.stdout, re.M)]
+    assert len(statuses) == len(run), done.stdout[-3000:] + done.stderr[-3000:]
+    seen: dict[str, int] = {}
+    for command, status in zip(run, statuses, strict=True):
+        flat = " ".join(command.replace("\\\n", " ").split())
+        occurrence = seen[flat] = seen.get(flat, -1) + 1
+        wanted = EXPECTED.get(flat, [])
+        expected = wanted[occurrence] if occurrence < len(wanted) else 0
+        assert status == expected, (
+            f"$ {command}\nexit {status}, not {expected}\n{done.stderr[-3000:]}"
+        )
+    out = done.stdout
+    assert '"code": "placement.inventory.inuse"' in out or "placement.inventory.inuse" in out
+    assert "Refused before writing" in out
+    assert "OK" in out.splitlines()
+    assert "Tally Placement API" in out.splitlines()
