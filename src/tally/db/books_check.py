@@ -11,13 +11,13 @@ is one line: how many rows, and the first few of them.
 from __future__ import annotations
 
 import dataclasses
-import math
 import uuid as uuidlib
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from tally.db.schema import MAX_CAPACITY, MAX_INT, resource_providers
+from tally.db.row_rules import inventory_fault, whole_in
+from tally.db.schema import resource_providers
 from tally.db.transfer import Books
 
 MAX_NAME = resource_providers.c.name.type.length  # a provider's name, as the API takes it
@@ -49,10 +49,6 @@ def report(faults: list[Fault], heading: str = "the books break the ledger's rul
 
 def refusal(faults: list[Fault]) -> str:
     return report(faults, "the books break the ledger's rules; nothing was written")
-
-
-def _int_in(value: Any, low: int, high: int = MAX_INT) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
 
 def _uuid(value: Any) -> bool:
@@ -115,22 +111,17 @@ def _inventory_faults(
             yield "an inventory of a provider that does not exist", where
         if inv["resource_class_id"] not in classes:
             yield "an inventory of a class that does not exist", where
-        total, reserved = inv["total"], inv["reserved"]
-        lowest = {"total": 1, "reserved": 0, "min_unit": 1, "max_unit": 1, "step_size": 1}
-        bad = [field for field, low in lowest.items() if not _int_in(inv[field], low)]
-        if bad:
-            yield (
-                "an inventory amount not a whole number in range (total, reserved, units)",
-                (f"{where}: " + ", ".join(f"{field}={inv[field]!r}" for field in bad)),
-            )
-            continue
-        if inv["min_unit"] > inv["max_unit"]:
-            yield "an inventory whose min_unit is above its max_unit", where
-        ratio = inv["allocation_ratio"]
-        if not isinstance(ratio, int | float) or not math.isfinite(ratio) or ratio <= 0:
-            yield "an allocation_ratio not a positive finite number", f"{where}: {ratio!r}"
-        elif (total - reserved) * ratio > MAX_CAPACITY:
-            yield "a capacity past what the ledger counts exactly", f"{where}: ratio {ratio!r}"
+        fault = inventory_fault(
+            inv["total"],
+            inv["reserved"],
+            inv["allocation_ratio"],
+            inv["min_unit"],
+            inv["max_unit"],
+            inv["step_size"],
+        )
+        if fault is not None:
+            kind, shown = fault
+            yield kind, f"{where}: {shown}"
 
 
 def _allocation_faults(
@@ -152,7 +143,7 @@ def _allocation_faults(
             yield "an allocation of a class that does not exist", where
         if key[0] not in consumers:
             yield "an allocation of a consumer that does not exist", where
-        if not _int_in(allocation["used"], 1):
+        if not whole_in(allocation["used"], 1):
             yield (
                 "an allocation amount not a whole number from 1",
                 f"{where}: {allocation['used']!r}",

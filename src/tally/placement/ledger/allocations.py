@@ -26,6 +26,7 @@ from tally.db import schema as t
 from tally.db.engine import at_commit, insert_at_commit, transaction
 from tally.db.retry import RunAgain, retrying
 from tally.db.retry import run_retrying as run_retrying_in_engine
+from tally.db.row_rules import stored_fault
 from tally.placement.ledger import consumers as cons
 from tally.placement.ledger import history, provider_bumps
 from tally.placement.ledger.common import (
@@ -460,7 +461,7 @@ def _check(
             for rc, amount in res.items():
                 key = (provider_ids[rp_uuid], class_ids[rc])
                 row = inventory.get(key)
-                if row is None:
+                if row is None or stored_fault(row) is not None:  # (not through the API)
                     raise Conflict(
                         f"Unable to allocate inventory: Inventory for '{rc}' on "
                         f"resource provider '{rp_uuid}' invalid."

@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import transaction
+from tally.db.row_rules import inventory_fault
 from tally.placement.ledger.candidates.answers import Answers
 from tally.placement.ledger.candidates.snapshot import (
     INVENTORY_FIELDS,
@@ -281,7 +282,11 @@ class Index:
             ),
             _RP.c.id,
         )
+        known = self.rows.keys() | {row[0] for row in providers}
         for rp, uuid, parent, root, name, generation, stamp in providers:
+            if root not in known or (parent is not None and parent not in known):
+                _left_out(uuid, f"its parent ({parent}) or root ({root}) does not exist")
+                continue
             self.rows[rp] = (uuid, parent, root)
             self.shown[rp] = (name, generation, stamp)
             self.by_uuid[uuid] = rp
@@ -297,6 +302,11 @@ class Index:
         for rp, rc, total, reserved, ratio, low, high, step in rows(
             inventories, _INV.c.resource_provider_id
         ):
+            fault = inventory_fault(total, reserved, ratio, low, high, step)
+            if fault is not None or rc not in self.class_names:
+                why = fault[0] if fault else "a class that does not exist"
+                _left_out(self.rows[rp][0] if rp in self.rows else rp, f"{why} (class id {rc})")
+                continue
             capacity = capacity_of(total, reserved, ratio)
             self.inventories.setdefault(rp, {})[rc] = (capacity, low, high, step)
         usage = sa.select(
@@ -443,3 +453,12 @@ def _put(rows: list[Stock], rp: int, stock: Stock | None) -> None:
             rows[i] = stock
     elif stock is not None:
         rows.insert(i, stock)
+
+
+def _left_out(provider: object, why: str) -> None:
+    """A stored row the API would never have let in: served without it."""
+    LOG.warning(
+        "provider %s left out of allocation candidates: %s (tally db check lists such rows)",
+        provider,
+        why,
+    )

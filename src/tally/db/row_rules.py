@@ -1,0 +1,51 @@
+"""The ledger's rules for one stored inventory row, as the API enforces them on the
+way in. `tally db check` and `tally db import` refuse books that break them
+(books_check.py); a search that meets such a row anyway (written by hand, or by an
+older tool) leaves it out with a warning instead of failing every caller."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tally.db.schema import MAX_CAPACITY, MAX_INT
+
+LOWEST = {"total": 1, "reserved": 0, "min_unit": 1, "max_unit": 1, "step_size": 1}
+
+
+def whole_in(value: Any, low: int, high: int = MAX_INT) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def inventory_fault(
+    total: Any, reserved: Any, ratio: Any, min_unit: Any, max_unit: Any, step_size: Any
+) -> tuple[str, str] | None:
+    """(the kind of fault, the values that show it) of one inventory; None: sound."""
+    values = {
+        "total": total,
+        "reserved": reserved,
+        "min_unit": min_unit,
+        "max_unit": max_unit,
+        "step_size": step_size,
+    }
+    bad = [field for field, low in LOWEST.items() if not whole_in(values[field], low)]
+    if bad:
+        return (
+            "an inventory amount not a whole number in range (total, reserved, units)",
+            ", ".join(f"{field}={values[field]!r}" for field in bad),
+        )
+    if min_unit > max_unit:
+        return "an inventory whose min_unit is above its max_unit", f"{min_unit} > {max_unit}"
+    if not isinstance(ratio, int | float) or not math.isfinite(ratio) or ratio <= 0:
+        return "an allocation_ratio not a positive finite number", repr(ratio)
+    if (total - reserved) * ratio > MAX_CAPACITY:
+        return "a capacity past what the ledger counts exactly", f"ratio {ratio!r}"
+    return None
+
+
+def stored_fault(row: Any) -> tuple[str, str] | None:
+    """`inventory_fault` of a row with the inventory's columns as attributes (a
+    claim on such a row is refused rather than dividing by a step of 0)."""
+    return inventory_fault(
+        row.total, row.reserved, row.allocation_ratio, row.min_unit, row.max_unit, row.step_size
+    )
