@@ -134,3 +134,44 @@ def test_db_check_finds_the_same_faults_in_our_own_database(engine):
     faults = move.check_books(url)
     assert [fault.kind for fault in faults] == ["a parent provider that does not exist"]
     assert CN3 in faults[0].line()
+
+
+REPAIRABLE = {
+    "dropped allocations on a provider that does not exist": _ALLOC + " WHERE rowid = 1",
+    "dropped repeated allocation rows": f"INSERT INTO allocations ({_REPEAT}) {_COPY}",
+    "dropped trait links to a provider or trait that does not exist": _TRAIT,
+}
+
+
+def _allocations(url: str) -> int:
+    with sa.create_engine(url).connect() as conn:
+        return conn.exec_driver_sql("SELECT count(*) FROM allocations").scalar()
+
+
+@SQLITE_ONLY
+@pytest.mark.parametrize("kind", REPAIRABLE)
+def test_repair_drops_what_points_nowhere_and_says_so(kind, upstream_file, new_database):
+    clean = _allocations(upstream_file)
+    _corrupt(upstream_file, REPAIRABLE[kind])
+    target = new_database("imported")
+    with pytest.raises(TransferError):  # refused without --repair
+        move.import_from(upstream_file, target, prepare_database, quiet)
+    dry = move.import_from(upstream_file, target, prepare_database, quiet, True, repair=True)
+    said = [note for note in dry.report.notes if note.startswith(f"repaired: {kind}")]
+    assert len(said) == 1 and ": 1 row(s) (" in said[0], dry.report.notes
+    assert _providers(target) == 0  # a dry run writes nothing
+    done = move.import_from(upstream_file, target, prepare_database, quiet, repair=True)
+    assert any(note.startswith(f"repaired: {kind}") for note in done.report.notes)
+    assert _providers(target) > 0
+    expected = clean - 1 if "provider that does not exist" in kind else clean
+    assert _allocations(target) == expected
+    assert move.check_books(target) == []  # what was written keeps the ledger's rules
+
+
+@SQLITE_ONLY
+def test_repair_leaves_what_it_cannot_fix_refused(upstream_file, new_database):
+    _corrupt(upstream_file, HOSTILE["a capacity past what the ledger counts exactly"])
+    target = new_database("imported")
+    with pytest.raises(TransferError, match="a capacity past what the ledger counts"):
+        move.import_from(upstream_file, target, prepare_database, quiet, repair=True)
+    assert _providers(target) == 0

@@ -82,16 +82,24 @@ def check(database: str) -> None:
 @db.command("import")
 @click.option("--from", "source", required=True, help="URL of the upstream Placement database.")
 @click.option("--dry-run", is_flag=True, help="Read both databases and report; write nothing.")
+@click.option(
+    "--repair",
+    is_flag=True,
+    help="Drop allocations and links pointing at what does not exist and repeated "
+    "allocation rows (the largest kept) on the way; each fix is reported.",
+)
 @settings_options
 @format_option
-def import_(source: str, dry_run: bool, database: str, fmt: str) -> None:
+def import_(source: str, dry_run: bool, repair: bool, database: str, fmt: str) -> None:
     """Copy an upstream Placement database into Tally's empty one (read-only on it)."""
     from tally.db import move
     from tally.placement.ledger.bootstrap import prepare_database
 
     with _moving(fmt) as progress:
         source = move.placement_conf_url(source)
-        outcome = move.import_from(source, database, prepare_database, progress, dry_run)
+        outcome = move.import_from(
+            source, database, prepare_database, progress, dry_run, repair=repair
+        )
     _summary(outcome, fmt, "import")
 
 
@@ -172,7 +180,9 @@ def _summary(outcome: Any, fmt: str, verb: str) -> None:
 
 
 def _last_line(outcome: Any, verb: str) -> str:
-    rows = {c.table: c.source for c in outcome.report.counts}
+    counts = outcome.report.counts
+    written = not outcome.dry_run and all(c.target is not None for c in counts)
+    rows = {c.table: c.target if written else c.source for c in counts}
     what = (
         f"{rows['resource_providers']} providers, {rows['consumers']} consumers, "
         f"{rows['allocations']} allocations"
@@ -184,8 +194,15 @@ def _last_line(outcome: Any, verb: str) -> str:
         )
     return (
         f"{verb}ed {what} (schema revision {outcome.revision}) from {outcome.source} into "
-        f"{outcome.target}; checked equal; nothing was written to {outcome.source}"
+        f"{outcome.target}; {_checked_how(outcome.report)}; nothing was written to "
+        f"{outcome.source}"
     )
+
+
+def _checked_how(report: Any) -> str:
+    if all(check.ok for check in report.checks):
+        return "checked equal"
+    return "checked equal but for the repairs noted"
 
 
 def _json(outcome: Any) -> str:

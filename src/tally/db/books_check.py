@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import uuid as uuidlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tally.db.row_rules import inventory_fault, whole_in
@@ -45,6 +45,75 @@ def check(books: Books) -> list[Fault]:
 def report(faults: list[Fault], heading: str = "the books break the ledger's rules") -> str:
     """`heading`, then a line per kind of fault."""
     return f"{heading}:\n" + "\n".join(f"  {fault.line()}" for fault in faults)
+
+
+def repair(books: Books) -> list[str]:
+    """The safe fixes an operator wants before an import, made on `books` in memory
+    (the source is never written): allocations on providers or of classes that do
+    not exist dropped, links to what does not exist dropped, repeated allocation rows
+    of one consumer, provider and class kept once (the largest amount, so that no
+    usage is under-counted). One line per kind of fix, with counts and the first
+    rows; what is left is checked as ever."""
+    rows = books.rows
+    providers = {r["id"] for r in rows["resource_providers"]}
+    classes = {r["id"] for r in rows["resource_classes"]}
+    traits = {r["name"] for r in rows["traits"]}
+    aggregates = {r["id"] for r in rows["placement_aggregates"]}
+    done: list[str] = []
+
+    def keep(table: str, kind: str, sound: Callable[[dict], bool], where: str) -> None:
+        dropped = [row for row in rows[table] if not sound(row)]
+        if dropped:
+            rows[table] = [row for row in rows[table] if sound(row)]
+            shown = [where.format(**row) for row in dropped]
+            done.append(Fault(f"dropped {kind}", shown).line())
+
+    alloc = "consumer {consumer_id} provider id {resource_provider_id}"
+    keep(
+        "allocations",
+        "allocations on a provider that does not exist",
+        lambda a: a["resource_provider_id"] in providers,
+        alloc,
+    )
+    keep(
+        "allocations",
+        "allocations of a class that does not exist",
+        lambda a: a["resource_class_id"] in classes,
+        alloc + " class id {resource_class_id}",
+    )
+    keep(
+        "resource_provider_traits",
+        "trait links to a provider or trait that does not exist",
+        lambda link: link["resource_provider_id"] in providers and link.get("trait") in traits,
+        "provider id {resource_provider_id}",
+    )
+    keep(
+        "resource_provider_aggregates",
+        "aggregate links to a provider or aggregate that does not exist",
+        lambda link: (
+            link["resource_provider_id"] in providers and link["aggregate_id"] in aggregates
+        ),
+        "provider id {resource_provider_id}",
+    )
+    largest: dict[tuple, dict] = {}
+    for row in rows["allocations"]:
+        key = (row["consumer_id"], row["resource_provider_id"], row["resource_class_id"])
+        kept = largest.get(key)
+        if kept is None or _amount(row) > _amount(kept):
+            largest[key] = row
+    repeated = len(rows["allocations"]) - len(largest)
+    if repeated:
+        kept_ids = {id(row) for row in largest.values()}
+        gone = [r for r in rows["allocations"] if id(r) not in kept_ids]
+        rows["allocations"] = [r for r in rows["allocations"] if id(r) in kept_ids]
+        shown = [alloc.format(**row) for row in gone]
+        done.append(Fault("dropped repeated allocation rows (the largest kept)", shown).line())
+    return done
+
+
+def _amount(row: dict) -> int:
+    used = row["used"]
+    return used if whole_in(used, 0) else -1
 
 
 def refusal(faults: list[Fault]) -> str:
