@@ -38,7 +38,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import BadRequest, RequestEntityTooLarge
 
-from tally import admission, freed_memory, io_loop
+from tally import admission, freed_memory, io_loop, prefork
 from tally.framing import ambiguous_framing
 from tally.placement.faults import server_error_document
 
@@ -50,8 +50,6 @@ logging.getLogger("waitress.queue").setLevel(logging.ERROR)
 
 WSGIApp = Callable[[dict[str, Any], Callable], Iterable[bytes]]
 OUT_BUFFER_IN_MEMORY = 64 << 20  # an answer up to this size is sent from memory
-GRACE_SECONDS = 10  # a stopping worker finishes its requests for this long, then is killed
-BOOT_FAILED = 3  # exit code of a worker that could not build its app (as gunicorn's)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,6 +65,7 @@ class Limits:
     idle_seconds: float = 60.0  # a kept-alive connection waiting this long is closed
     connections: int = 2000  # open connections per process; beyond, the longest waiting goes
     threads: int = 8  # threads per process running complete requests
+    bodies: int = 128 << 20  # request body bytes held at once per process; beyond: 503
 
 
 class _Refusal(BadRequest):
@@ -85,6 +84,10 @@ class RequestTimeout(_Refusal):
     code, reason = 408, "Request Timeout"
 
 
+class TooManyBodies(_Refusal):
+    code, reason = 503, "Service Unavailable"
+
+
 # ---------------------------------------------------------------- one request
 
 
@@ -94,6 +97,7 @@ class _Parser(HTTPRequestParser):
 
     line_ok = False
     line = b""  # the request line, once it was read whole
+    body_held = 0  # body bytes counted against `Limits.bodies`
     fields_refusal: BadRequest | None = None
     framing_refused = False
 
@@ -119,7 +123,24 @@ class _Parser(HTTPRequestParser):
             if size > limit:
                 self.error = RequestEntityTooLarge(f"exceeds {limit}")
                 self.completed = True
+            else:
+                self._hold(len(self.body_rcv))
         return consumed
+
+    def _hold(self, held: int) -> None:
+        """Count the body bytes this request holds (every 64 KiB of growth); past
+        the process's bound, the request whose body began longest ago is refused."""
+        if held >> 16 != self.body_held >> 16:
+            self.body_held = held
+            bound = self.adj.tally_limits.bodies
+            victim = admission.body_to_refuse(self, bound)
+            if victim is not None:
+                victim.refuse(
+                    TooManyBodies(
+                        f"The server holds more than {bound} bytes of request bodies at "
+                        "once; try again."
+                    )
+                )
 
     def parse_header(self, header_plus: bytes) -> None:
         """Called once, with the request line and headers read whole."""
@@ -308,14 +329,17 @@ class _Server(TcpWSGIServer):
         cutoff = time.monotonic() - limits.read_seconds
         for channel in list(self.active_channels.values()):
             request = channel.request
-            if request is None or channel.requests or request.started > cutoff:
+            if request is None or channel.requests:
                 continue
-            with channel.requests_lock:
+            if not request.completed:  # (else refused while arriving: see `_hold`)
+                if request.started > cutoff:
+                    continue
                 request.refuse(
                     RequestTimeout(
                         f"The request was not received within {limits.read_seconds:g} seconds."
                     )
                 )
+            with channel.requests_lock:
                 channel.request = None
                 channel.requests.append(request)
                 self.add_task(channel)
@@ -381,7 +405,7 @@ def serve(
     if workers <= 1:
         _run_worker(sock, build, limits, master_pid=None)
         return
-    _Master(sock, build, limits, workers).run()
+    prefork.Master(lambda master_pid: _run_worker(sock, build, limits, master_pid), workers).run()
 
 
 def _raise_open_files(wanted: int) -> None:
@@ -405,86 +429,8 @@ def _run_worker(
         app = build()
     except Exception:
         log.exception("worker %d could not build the app", os.getpid())
-        raise SystemExit(BOOT_FAILED) from None
+        raise SystemExit(prefork.BOOT_FAILED) from None
     server = make_server(app, sock, limits)
     server.master_pid = master_pid
     log.info("worker %d serving (%d threads)", os.getpid(), limits.threads)
     server.run()  # returns on SystemExit, after the threads finish (at most 5 s)
-
-
-class _Master:
-    """Forks the workers, keeps their number, stops them on SIGTERM/SIGINT."""
-
-    def __init__(
-        self, sock: socket.socket, build: Callable[[], WSGIApp], limits: Limits, workers: int
-    ) -> None:
-        self.sock, self.build, self.limits, self.workers = sock, build, limits, workers
-        self.children: set[int] = set()
-        self.stopping = False
-
-    def run(self) -> None:
-        signal.signal(signal.SIGTERM, self._on_stop)
-        signal.signal(signal.SIGINT, self._on_stop)
-        try:
-            while not self.stopping:
-                while len(self.children) < self.workers and not self.stopping:
-                    self._spawn()
-                self._reap()
-                time.sleep(0.2)
-        finally:
-            self._stop_children()
-
-    def _on_stop(self, signum: int, frame: object) -> None:
-        self.stopping = True
-
-    def _spawn(self) -> None:
-        pid = os.fork()
-        if pid == 0:
-            code = 0
-            try:
-                _run_worker(self.sock, self.build, self.limits, master_pid=os.getppid())
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else 1
-            except BaseException:
-                log.exception("worker %d failed", os.getpid())
-                code = 1
-            finally:
-                logging.shutdown()
-                os._exit(code)
-        self.children.add(pid)
-        log.info("started worker %d", pid)
-
-    def _reap(self) -> None:
-        while self.children:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-            if pid == 0:
-                return
-            self.children.discard(pid)
-            code = os.waitstatus_to_exitcode(status)
-            if code == BOOT_FAILED:
-                log.error("worker %d failed to boot: stopping", pid)
-                self.stopping = True
-                raise SystemExit(1)
-            if not self.stopping:
-                log.warning("worker %d exited (%s); starting another", pid, code)
-
-    def _stop_children(self) -> None:
-        for pid in self.children:
-            _signal(pid, signal.SIGTERM)
-        deadline = time.monotonic() + GRACE_SECONDS
-        while self.children and time.monotonic() < deadline:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-            if pid == 0:
-                time.sleep(0.1)
-            else:
-                self.children.discard(pid)
-        for pid in self.children:
-            _signal(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-
-
-def _signal(pid: int, signum: int) -> None:
-    try:
-        os.kill(pid, signum)
-    except ProcessLookupError:
-        pass
