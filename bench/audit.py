@@ -23,7 +23,7 @@ from tally.config import Settings
 from tally.db.engine import make_engine
 from tally.doctor.audit import audit
 from tally.placement.ledger.bootstrap import prepare_database
-from tally.server import create_server
+from tally.serve.compose import create_server
 
 FAULTS = ("delete-while-down", "migration-error", "migration-hang", "evacuation")
 

@@ -26,7 +26,7 @@ from tally.clients.placement import PlacementClient
 from tally.config import Settings
 from tally.db.engine import make_engine
 from tally.placement.ledger.bootstrap import prepare_database
-from tally.server import create_server
+from tally.serve.compose import create_server
 
 
 def timed(label: str, work: Callable[[], Any]) -> Any:

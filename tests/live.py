@@ -1,5 +1,5 @@
 """Helpers of the tests that run real servers: a free port, a live `tally serve`,
-`tally.serving` in a thread of the test, a quiet JSON request handler for fake
+`tally.serve.server` in a thread of the test, a quiet JSON request handler for fake
 services, and throw-away venvs of other projects' packages (cached under /tmp
 between runs)."""
 
@@ -34,9 +34,9 @@ def free_port() -> int:
 
 @contextlib.contextmanager
 def serving_thread(app: Callable, limits: Any = None) -> Iterator[tuple[str, Any]]:
-    """`tally.serving`'s server for the WSGI `app` in a thread of this process (on a
+    """`tally.serve.server`'s server for the WSGI `app` in a thread of this process (on a
     port of its own, with `limits` or the defaults): its URL and the server."""
-    from tally import serving
+    from tally.serve import server as serving
 
     sock = serving.listen("127.0.0.1", 0)
     server = serving.make_server(app, sock, limits or serving.Limits(threads=2))

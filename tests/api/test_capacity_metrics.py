@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tally.clients.placement import PlacementClient
 from tally.config import Settings
-from tally.doctor.capacity import Shape, read_capacity
-from tally.server import create_server
+from tally.doctor.fill import Shape, read_capacity
+from tally.serve.compose import create_server
 
 BASE = "http://tally.test"
 ADMIN = {"x-auth-token": "admin"}

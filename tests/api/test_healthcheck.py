@@ -11,8 +11,8 @@ import pytest
 
 from tally.config import Settings
 from tally.db.engine import make_engine
-from tally.health import Healthcheck
-from tally.server import create_server
+from tally.serve.compose import create_server
+from tally.serve.health import Healthcheck
 from tests.live import free_port
 
 

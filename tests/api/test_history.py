@@ -25,7 +25,7 @@ from tally.db import schema as t
 from tally.db.engine import notes, transaction
 from tally.placement import app as placement_app
 from tally.placement.ledger import allocations as ledger_allocations
-from tally.placement.ledger import history as ledger_history
+from tally.placement.ledger import history_records as ledger_history
 
 PATH = "/tally/v1/history"
 PROJECT, USER = "proj-a", "user-a"

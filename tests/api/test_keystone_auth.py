@@ -26,7 +26,7 @@ import falcon.testing
 import pytest
 
 from tally.config import load_settings
-from tally.server import create_server
+from tally.serve.compose import create_server
 from tests.live import JsonRequestHandler
 
 pytest.importorskip("keystonemiddleware")

@@ -15,7 +15,7 @@ from tally.config import Settings
 from tally.db import cluster, probe
 from tally.db.engine import make_engine
 from tally.db.retry import _retriable, unavailable
-from tally.server import create_server
+from tally.serve.compose import create_server
 
 
 def _mysql_error(errno: int, message: str) -> sa.exc.DBAPIError:
@@ -58,7 +58,8 @@ def test_an_unready_node_fails_the_healthcheck(sqlite_engine, monkeypatch):
     client = falcon.testing.TestClient(create_server(Settings.of(lab="off"), sqlite_engine))
     assert client.simulate_get("/healthcheck").status_code == 200
     monkeypatch.setattr(
-        "tally.health.cluster_state", lambda _engine: "galera node not synced (Donor/Desynced)"
+        "tally.serve.health.cluster_state",
+        lambda _engine: "galera node not synced (Donor/Desynced)",
     )
     answer = client.simulate_get("/healthcheck")
     assert (answer.status_code, answer.text) == (503, "database node unready")

@@ -19,9 +19,9 @@ from click.testing import CliRunner
 
 from tally.cli.main import cli
 from tally.config import Settings
-from tally.db import upstream
+from tally.db import upstream_schema as upstream
 from tally.db.probe import UnusableDatabase
-from tally.server import create_server
+from tally.serve.compose import create_server
 from tests.conftest import server_database_url
 from tests.live import free_port
 
@@ -97,7 +97,7 @@ def test_the_wsgi_module_refuses_an_upstream_database(tmp_path):
     upstream_database(url)
     before = state(url)
     done = subprocess.run(
-        [sys.executable, "-c", "import tally.wsgi"],
+        [sys.executable, "-c", "import tally.serve.wsgi"],
         env=dict(os.environ, TALLY_DATABASE_URL=url),
         capture_output=True,
         text=True,
@@ -105,7 +105,7 @@ def test_the_wsgi_module_refuses_an_upstream_database(tmp_path):
     )
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == (
-        f"tally.db.probe.UnusableDatabase: {url} is an upstream Placement database (schema "
+        f"tally.db.errors.UnusableDatabase: {url} is an upstream Placement database (schema "
         f"revision {upstream.HEAD}, the head of openstack-placement 16.0.0). Tally keeps its "
         f"own schema and has changed nothing there: copy it into an empty database with "
         f"`tally db import --from {url}` and point Tally at that one (database_url / "

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from tally.db import move
+from tally.books import move
+from tally.books.transfer import TransferError
 from tally.db.probe import UnusableDatabase
-from tally.db.transfer import TransferError
 from tally.placement.ledger.bootstrap import prepare_database
 from tests.db.conftest import transport
 from tests.db.test_move import books, quiet, url_of

@@ -15,8 +15,10 @@ import httpx
 import pytest
 import sqlalchemy as sa
 
+from tally.books import move, transfer
 from tally.config import Settings
-from tally.db import move, probe, transfer, upstream
+from tally.db import probe
+from tally.db import upstream_schema as upstream
 from tally.db.engine import make_engine
 from tally.db.probe import UnusableDatabase
 from tally.placement.app import create_app

@@ -1,4 +1,4 @@
-"""`tally.wsgi:application`, the entry point for gunicorn, uwsgi or mod_wsgi: it logs
+"""`tally.serve.wsgi:application`, the entry point for gunicorn, uwsgi or mod_wsgi: it logs
 as `tally serve` does, refuses a database without Tally's newest schema in one line
 (changing nothing), and leaves the lab off unless `lab = on`."""
 
@@ -17,14 +17,14 @@ from tally.db.engine import make_engine
 
 SERVE_ONE = """
 import falcon.testing
-from tally.wsgi import application
+from tally.serve.wsgi import application
 client = falcon.testing.TestClient(application)
 for path in ("/resource_providers", "/identity/v3"):
     print(path, client.simulate_get(path, headers={"x-auth-token": "admin"}).status_code)
 """
 
 
-def load(tmp_path: Path, code: str = "import tally.wsgi", **env: str):
+def load(tmp_path: Path, code: str = "import tally.serve.wsgi", **env: str):
     return subprocess.run(
         [sys.executable, "-c", code],
         env=dict(os.environ, TALLY_DATABASE_URL="", TALLY_DATA_DIR=str(tmp_path), **env),
@@ -35,7 +35,7 @@ def load(tmp_path: Path, code: str = "import tally.wsgi", **env: str):
 
 
 def test_the_entry_point_moved_out_of_the_placement_package():
-    assert importlib.util.find_spec("tally.wsgi") is not None
+    assert importlib.util.find_spec("tally.serve.wsgi") is not None
     assert importlib.util.find_spec("tally.placement.wsgi") is None
 
 
@@ -44,7 +44,7 @@ def test_a_database_without_tallys_schema_is_refused(tmp_path):
     url = f"sqlite:///{tmp_path / 'tally.sqlite'}"
     assert done.returncode == 1
     assert done.stderr.splitlines()[-1] == (
-        f"tally.db.probe.UnusableDatabase: {url} holds no Tally schema: run `tally db "
+        f"tally.db.errors.UnusableDatabase: {url} holds no Tally schema: run `tally db "
         f"upgrade` with the same settings first (as `placement-manage db sync` for upstream "
         f"Placement); nothing was changed."
     )
@@ -59,7 +59,7 @@ def test_an_older_tally_schema_is_refused(tmp_path):
     done = load(tmp_path)
     assert done.returncode == 1
     line = done.stderr.splitlines()[-1]
-    assert line.startswith(f"tally.db.probe.UnusableDatabase: {url} is at Tally schema revision ")
+    assert line.startswith(f"tally.db.errors.UnusableDatabase: {url} is at Tally schema revision ")
     assert f"older than this Tally's {migrate.head_revision()}: run `tally db upgrade`" in line
     engine = sa.create_engine(url)
     with engine.connect() as conn:

@@ -15,8 +15,9 @@ from pathlib import Path
 
 import httpx
 
+from tally.books import move
 from tally.config import Settings
-from tally.db import move, upstream
+from tally.db import upstream_schema as upstream
 from tally.db.engine import make_engine
 from tally.placement.app import create_app
 from tally.placement.ledger.bootstrap import prepare_database

@@ -281,7 +281,7 @@ def _imported_as_reported(report: dict, revision: str) -> None:
 
 
 def upstream_head() -> str:
-    from tally.db import upstream
+    from tally.db import upstream_schema as upstream
 
     return upstream.HEAD
 

@@ -20,7 +20,7 @@ from tally.cli.main import cli
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
 from tally.config import Settings
-from tally.server import create_server
+from tally.serve.compose import create_server
 
 BASE = "http://lab.test"
 

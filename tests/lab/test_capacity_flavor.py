@@ -16,7 +16,7 @@ from click.testing import CliRunner, Result
 
 from tally.cli.context import Context
 from tally.cli.main import cli
-from tally.doctor.capacity import flavor_shape
+from tally.doctor.fill import flavor_shape
 
 
 def capacity(lab, *args: str, code: int = 0) -> Result:

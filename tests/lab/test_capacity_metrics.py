@@ -11,7 +11,7 @@ import logging
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from tally.doctor.capacity import flavor_shape, read_capacity
+from tally.doctor.fill import flavor_shape, read_capacity
 
 ADMIN = {"x-auth-token": "admin"}
 

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tally.flavors import claimed_resources
+from tally.nova.flavors import claimed_resources
 from tests.conftest import PG_SERVER
 from tests.live import install_osc, tally_serve
 

@@ -129,7 +129,7 @@ def test_lab_off_serves_placement_only(make_lab):
 
 def test_lab_auto_follows_the_database():
     from tally.config import Settings
-    from tally.server import lab_enabled
+    from tally.serve.compose import lab_enabled
 
     assert lab_enabled(Settings.of())
     assert not lab_enabled(Settings.of(database_url="postgresql+psycopg://x@h/db"))

@@ -15,7 +15,7 @@ import httpx
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
 from tally.config import Settings
-from tally.server import create_server
+from tally.serve.compose import create_server
 
 STORY = Path(__file__).resolve().parents[1] / "e2e" / "test_cli_story.py"
 SMALL = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}

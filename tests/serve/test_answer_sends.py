@@ -1,4 +1,4 @@
-"""How `tally serve` puts an answer on the wire (tally.serving): the response header
+"""How `tally serve` puts an answer on the wire (tally.serve.server): the response header
 and a small first body block leave in one send, a big body after its header, and
 every byte arrives in order whatever the app's blocks.
 
@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tally import serving
+from tally.serve import server as serving
 from tests.live import serving_thread
 
 Answer = tuple[str, list[tuple[str, str]], list[bytes]]

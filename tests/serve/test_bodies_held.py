@@ -11,7 +11,8 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from tally import admission, serving
+from tally.serve import admission
+from tally.serve import server as serving
 from tests.live import serving_thread
 
 BOUND = 4 << 20

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from tally import serving
+from tally.serve import server as serving
 from tests.live import serving_thread
 
 HOSTILE = 10_000
@@ -77,7 +77,7 @@ def test_the_one_to_go_is_the_longest_idle_then_the_oldest_request():
             self.request = None if started is None else type("R", (), {"started": started})
             self.requests, self.total_outbufs_len, self.will_close = list(requests), out, False
 
-    from tally.admission import longest_waiting
+    from tally.serve.admission import longest_waiting
 
     busy = Channel("busy", 1.0, requests=["r"])
     sending = Channel("sending", 2.0, out=10)

@@ -1,5 +1,5 @@
 """A serving worker keeps the memory of a big answer for the next one
-(`tally.freed_memory.keep`) instead of handing it back to the kernel and
+(`tally.serve.freed_memory.keep`) instead of handing it back to the kernel and
 faulting it in again, and hands it back after an answer past
 `RELEASE_AFTER_BYTES` (`after_answer`, then the server's tick). Checked in a
 fresh interpreter per case: resident memory after a 20 MB block is freed in a
@@ -15,7 +15,7 @@ import pytest
 
 PROBE = """
 import sys, threading
-from tally import freed_memory
+from tally.serve import freed_memory
 if sys.argv[1] != "default":
     freed_memory.keep()
 

@@ -1,4 +1,4 @@
-"""The I/O loop of a `tally serve` worker (tally.io_loop) with many kept-alive
+"""The I/O loop of a `tally serve` worker (tally.serve.io_loop) with many kept-alive
 connections open: a request asks what the busy connections wait for, not every
 idle one; idle ones still answer their next request, and are closed when their
 client goes or when they stay idle past the limit.
@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tally import io_loop, serving
+from tally.serve import io_loop
+from tally.serve import server as serving
 from tests.live import serving_thread
 
 pytestmark = pytest.mark.skipif(not io_loop.available(), reason="epoll is Linux only")

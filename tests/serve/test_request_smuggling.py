@@ -104,7 +104,7 @@ def test_plain_framings_still_work(server):
 
 
 def test_waitress_is_pinned_to_the_major_version_the_edge_was_written_for():
-    """tally.serving subclasses waitress's parser, channel and tasks: a new major
+    """tally.serve.server subclasses waitress's parser, channel and tasks: a new major
     version may change them under us, so pyproject pins it and this checks both."""
     import tomllib
     from importlib.metadata import version

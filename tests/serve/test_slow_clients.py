@@ -1,4 +1,4 @@
-"""`tally serve` reads whole requests before a thread runs them (tally.serving).
+"""`tally serve` reads whole requests before a thread runs them (tally.serve.server).
 
 Against a real `tally serve` process: 200 connections that sent half a request
 (part of the request line, headers without their end, a body cut short, chunks cut
@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tally import serving
+from tally.serve import server as serving
 from tests.live import tally_process
 
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}

@@ -16,7 +16,7 @@ import pytest
 
 from tally.config import Settings
 from tally.db.engine import transaction
-from tally.server import create_server
+from tally.serve.compose import create_server
 from tally.ui import app as ui_app
 from tally.ui import seams, views
 from tests.builders import allocate

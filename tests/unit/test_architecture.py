@@ -18,6 +18,8 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "tally"
 
 # package (relative to src/tally) -> modules it must never reach: neither import
 # directly nor through any chain of tally imports (a -> b -> banned)
+ABOVE_DB = ("tally.placement", "tally.books", "tally.serve", "tally.cli", "tally.doctor")
+ABOVE_DB += ("tally.ui", "tally.compute", "tally.identity", "tally.nova", "tally.clients")
 FORBIDDEN = {
     "placement/handlers": ("sqlalchemy", "tally.db"),
     "placement/ledger": ("falcon",),
@@ -29,6 +31,14 @@ FORBIDDEN = {
     "compute/ops": ("sqlalchemy", "tally.db", "falcon"),
     "compute/store": ("falcon", "httpx"),
     "identity": ("tally.placement", "tally.compute"),
+    # the storage layer is the bottom: no HTTP, no command line, nothing above it
+    "db": ("falcon", "click", "httpx", *ABOVE_DB),
+    # moving the books reads and writes tables; it serves nothing and prompts nothing
+    "books": ("falcon", "click", "tally.serve", "tally.cli", "tally.ui", "tally.doctor"),
+    # Nova's rules are arithmetic over what the APIs say: no tables, no server
+    "nova": ("sqlalchemy", "falcon", "tally.db", "tally.placement", "tally.serve"),
+    # serving composes the apps; the command line starts it, never the other way
+    "serve": ("click", "tally.cli"),
 }
 
 # package -> the layers it reaches a banned module through by design: a chain may

@@ -1,4 +1,4 @@
-"""The capacity fill (`tally.capacity`) on hand-made GET /allocation_candidates answers.
+"""The capacity fill (`tally.nova.fill`) on hand-made GET /allocation_candidates answers.
 
 host-a (VCPU 16, 2 used; MEMORY_MB 8192)            a flat host
 host-n (MEMORY_MB 10240)                            a nested host
@@ -13,8 +13,8 @@ import ast
 import random
 from pathlib import Path
 
-from tally import capacity
-from tally.capacity import HostFit, fill
+from tally.nova import fill as capacity
+from tally.nova.fill import HostFit, fill
 
 SHARES = capacity.SHARING_TRAIT
 

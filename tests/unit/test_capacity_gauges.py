@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tally.capacity_gauges import parse_item
 from tally.config import Settings
-from tally.doctor.capacity import Shape
+from tally.doctor.fill import Shape
+from tally.serve.fill_gauges import parse_item
 
 
 def test_items_are_flavors_or_classes_joined_by_plus():

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from tally.config import SETTINGS, Settings, load_settings, unused_placement_options
-from tally.logs import log_path
+from tally.serve.logs import log_path
 
 
 def test_defaults_give_an_embedded_sqlite_database():

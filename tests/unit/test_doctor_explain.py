@@ -7,7 +7,7 @@ import httpx
 
 from tally.clients.placement import PlacementClient
 from tally.doctor import candidates
-from tally.flavors import claimed_resources
+from tally.nova.flavors import claimed_resources
 
 FLAVOR = {
     "vcpus": 2,

@@ -6,8 +6,8 @@ import httpx
 import pytest
 
 from tally.config import Settings
-from tally.edge import NOAUTH_PROTOCOL, StripClientIdentity, UnsafeSettings
-from tally.server import create_server, describe
+from tally.serve.compose import create_server, describe
+from tally.serve.edge import NOAUTH_PROTOCOL, StripClientIdentity, UnsafeSettings
 
 SPOOFED_ADMIN = {
     "x-identity-status": "Confirmed",

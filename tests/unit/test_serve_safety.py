@@ -12,8 +12,8 @@ from click.testing import CliRunner
 from tally.cli.main import cli
 from tally.cli.serve import refuse_unsafe_bind
 from tally.config import Settings
-from tally.edge import is_loopback
-from tally.logs import QUIET_LOGGERS, configure_logging
+from tally.serve.edge import is_loopback
+from tally.serve.logs import QUIET_LOGGERS, configure_logging
 
 
 @pytest.mark.parametrize("host", ["127.0.0.1", "127.1.2.3", "::1", "[::1]", "localhost"])
@@ -88,7 +88,7 @@ def test_lab_auth_off_loopback_needs_passwords_of_the_operator():
 
 @pytest.mark.parametrize("host", ["0.0.0.0", "::", "10.1.2.3", "[2001:db8::1]"])
 def test_lab_auto_is_off_on_an_address_others_reach(host):
-    from tally.server import describe, lab_enabled
+    from tally.serve.compose import describe, lab_enabled
 
     assert not lab_enabled(Settings.of(host=host))  # SQLite, lab = auto
     assert lab_enabled(Settings.of(host=host, lab="on"))
@@ -98,7 +98,7 @@ def test_lab_auto_is_off_on_an_address_others_reach(host):
 
 
 def test_lab_auto_stays_on_with_sqlite_on_loopback():
-    from tally.server import lab_enabled
+    from tally.serve.compose import lab_enabled
 
     assert lab_enabled(Settings.of(host="127.0.0.1"))
     assert lab_enabled(Settings.of(host="localhost"))
@@ -108,7 +108,7 @@ def test_lab_auto_stays_on_with_sqlite_on_loopback():
 def test_a_public_bind_serves_no_lab_identity(sqlite_engine):
     import falcon.testing
 
-    from tally.server import create_server
+    from tally.serve.compose import create_server
 
     settings = Settings.of(host="0.0.0.0", noauth_allow_remote=True)
     client = falcon.testing.TestClient(create_server(settings, sqlite_engine))

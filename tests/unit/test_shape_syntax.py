@@ -1,5 +1,5 @@
 """One shape syntax wherever a shape is typed (issue 29, item 4): `CLASS=N` and
-`CLASS:N`, comma-separated, read by `tally.shapes.parse_shape` for `tally capacity`,
+`CLASS:N`, comma-separated, read by `tally.nova.shapes.parse_shape` for `tally capacity`,
 `tally explain candidates`, the resource filters of `provider list` and
 `allocation candidate list`, and the page's capacity box; a bad piece is named.
 
@@ -28,7 +28,7 @@ SHAPES = ["VCPU=1,MEMORY_MB=1024", "VCPU:1,MEMORY_MB:1024", "VCPU=1, MEMORY_MB:1
 
 @pytest.mark.parametrize("text", SHAPES)
 def test_both_separators_read_the_same(text):
-    from tally.shapes import parse_shape
+    from tally.nova.shapes import parse_shape
 
     assert parse_shape(text) == {"VCPU": 1, "MEMORY_MB": 1024}
 
@@ -50,7 +50,7 @@ def test_both_separators_read_the_same(text):
     ],
 )
 def test_a_bad_piece_is_named(text, says):
-    from tally.shapes import ShapeError, parse_shape
+    from tally.nova.shapes import ShapeError, parse_shape
 
     with pytest.raises(ShapeError) as caught:
         parse_shape(text)

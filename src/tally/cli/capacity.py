@@ -10,7 +10,7 @@ from tally.cli import exits
 from tally.cli.context import Context, Output, output_options, pass_context
 from tally.cli.filters import member_of_params, required_params, shape_param
 from tally.cli.scripting import summary
-from tally.doctor import capacity as doctor
+from tally.doctor import fill as doctor
 
 COLUMNS = {
     "provider": ("provider", "uuid", "fits", "limiting"),

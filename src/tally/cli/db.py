@@ -70,12 +70,12 @@ def version(database: str) -> None:
 @settings_options
 def check(database: str) -> None:
     """Check Tally's database against the ledger's rules (read-only): exit 1 on a fault."""
-    from tally.db import books_check, move
+    from tally.books import check, move
 
     with _moving("table"):
         faults = move.check_books(database)
     if faults:
-        raise click.ClickException(books_check.report(faults))
+        raise click.ClickException(check.report(faults))
     click.echo("the books keep every rule of the ledger")
 
 
@@ -92,7 +92,7 @@ def check(database: str) -> None:
 @format_option
 def import_(source: str, dry_run: bool, repair: bool, database: str, fmt: str) -> None:
     """Copy an upstream Placement database into Tally's empty one (read-only on it)."""
-    from tally.db import move
+    from tally.books import move
     from tally.placement.ledger.bootstrap import prepare_database
 
     with _moving(fmt) as progress:
@@ -110,7 +110,7 @@ def import_(source: str, dry_run: bool, repair: bool, database: str, fmt: str) -
 @format_option
 def export(target: str, dry_run: bool, database: str, fmt: str) -> None:
     """Copy Tally's database into an empty one in upstream Placement 16.0.0's schema."""
-    from tally.db import move
+    from tally.books import move
 
     with _moving(fmt) as progress:
         outcome = move.export_to(database, move.placement_conf_url(target), progress, dry_run)
@@ -123,8 +123,8 @@ def _moving(fmt: str) -> Iterator[Callable[[str, int, int], None]]:
     (the mismatch's differences first), exit status 1."""
     from rich.progress import Progress
 
+    from tally.books.move import Mismatch, TransferError
     from tally.cli.context import console
-    from tally.db.move import Mismatch, TransferError
 
     err = console(err=True)
     tasks: dict[str, Any] = {}

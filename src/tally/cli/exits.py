@@ -17,6 +17,7 @@ from collections.abc import Iterator
 import click
 
 from tally.clients.errors import BadInput, ClientError
+from tally.db.errors import UnusableDatabase
 
 DONE = 0
 FAILED = 1  # cannot reach, refused, or what the command checks does not hold
@@ -97,6 +98,9 @@ def deciding() -> Iterator[None]:
         raise
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
+    except UnusableDatabase as exc:
+        click.echo(f"Error: {exc}", err=True)
+        raise click.exceptions.Exit(FAILED) from exc
     except ClientError as exc:
         click.echo(f"Error: {exc}", err=True)
         raise click.exceptions.Exit(BAD_INPUT if isinstance(exc, BadInput) else FAILED) from exc

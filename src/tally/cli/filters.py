@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import click
 
-from tally.shapes import ShapeError, parse_shape, query_value
+from tally.nova.shapes import ShapeError, parse_shape, query_value
 
 
 def shape_param(resources: tuple[str, ...]) -> dict[str, int]:

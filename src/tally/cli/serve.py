@@ -1,4 +1,4 @@
-"""`tally serve`: migrate an empty database, then serve (tally.serving: whole requests
+"""`tally serve`: migrate an empty database, then serve (tally.serve.server: whole requests
 buffered before a thread runs them; `--workers N` pre-forked processes)."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from typing import Any
 import click
 
 from tally.config import SETTINGS, Settings, load_settings
-from tally.edge import is_loopback
-from tally.logs import configure_logging
+from tally.serve.edge import is_loopback
+from tally.serve.logs import configure_logging
 
 
 def read_settings(config_file: str | None, placement_conf: str | None, **given: Any) -> Settings:
@@ -25,9 +25,9 @@ def read_settings(config_file: str | None, placement_conf: str | None, **given: 
 def refuse_unsafe_bind(settings: Settings) -> None:
     """noauth trusts whatever token it is sent: only on loopback, unless told. The lab
     identity only off loopback once the operator has set its users' passwords."""
-    from tally.edge import UnsafeSettings, weak_lab_users
     from tally.identity.users import parse_users
-    from tally.server import check_auth
+    from tally.serve.compose import check_auth
+    from tally.serve.edge import UnsafeSettings, weak_lab_users
 
     try:
         check_auth(settings)
@@ -55,10 +55,10 @@ def refuse_unsafe_bind(settings: Settings) -> None:
 def run_server(settings: Settings) -> None:
     """Serve until SIGTERM/SIGINT; each serving process builds its own app, and the
     lab's ticker, after the fork."""
-    from tally import serving
+    from tally.serve import server as serving
 
     def build() -> serving.WSGIApp:
-        from tally.server import create_server, start_ticker
+        from tally.serve.compose import create_server, start_ticker
 
         server = create_server(settings)  # Placement, and the lab when it is on
         start_ticker(server)  # per process: the lab's migrations and resource tracker
@@ -104,7 +104,7 @@ def serve(
         refuse_unsafe_bind(settings)
     configure_logging(settings)
     if not get_path:  # before any count and before the fork: the workers' shared counts
-        from tally.metrics import prepare_multiprocess
+        from tally.counts import prepare_multiprocess
 
         logging.getLogger("tally").info("metrics of the workers in %s", prepare_multiprocess())
     engine = make_engine(settings.database)
@@ -119,7 +119,7 @@ def serve(
         settings.port,
         engine.url.render_as_string(hide_password=True),
     )
-    from tally.server import describe
+    from tally.serve.compose import describe
 
     for line in describe(settings, f"http://{settings.host}:{settings.port}"):
         logging.getLogger("tally").info("%s", line)
@@ -129,7 +129,7 @@ def serve(
 def _get_in_process(settings: Settings, engine, path: str) -> None:  # noqa: ANN001
     import falcon.testing
 
-    from tally.server import create_server
+    from tally.serve.compose import create_server
 
     client = falcon.testing.TestClient(create_server(settings, engine))
     result = client.simulate_get(

@@ -17,11 +17,11 @@ import sqlite3
 import urllib.parse
 from pathlib import Path
 
-import click
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
-from tally.db import upstream
+from tally.db import upstream_schema as upstream
+from tally.db.errors import UnusableDatabase
 
 # Driver module -> how to get it (the extras of pyproject.toml).
 _DRIVER_HINTS = {
@@ -40,13 +40,6 @@ _OUR_DRIVERS = {
 }
 _MODULES = {"mysqldb": "MySQLdb"}
 CONNECT_TIMEOUT = 10  # seconds, for the probe's own connection
-
-
-class UnusableDatabase(click.ClickException):
-    """Tally will not (or cannot) use this database; the message says why in one line.
-    A ClickException, so every command that opens the database (`tally serve`,
-    `tally db ...`) ends with that line and exit status 1, never a traceback; a WSGI
-    server loading `tally.wsgi` fails to load the app with it."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -229,7 +222,7 @@ def refuse_foreign(url: str | sa.URL, strict: bool = False) -> Found | None:
 
 
 def refuse_unmigrated(url: str | sa.URL) -> None:
-    """For an app that does not migrate (tally.wsgi): refuse what `refuse_foreign`
+    """For an app that does not migrate (tally.serve.wsgi): refuse what `refuse_foreign`
     refuses, and a database without Tally's newest schema. One that cannot be read
     now passes (the app answers 503 while its database is down)."""
     url = with_our_driver(url)

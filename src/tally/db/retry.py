@@ -19,7 +19,7 @@ from typing import TypeVar
 
 import sqlalchemy as sa
 
-from tally import metrics
+from tally import counts
 from tally.db.engine import transaction
 
 LOG = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ def retried(
                 raise
             LOG.debug("write hit %s; retrying", exc.orig)
         if run < limit:
-            metrics.database_retry()
+            counts.database_retry()
             pause = min(BACKOFF_MAX_SECONDS, BACKOFF_SECONDS * 2 ** (run - 1))
             time.sleep(random.uniform(0, pause))
     LOG.warning("write gave up after %d attempts", limit)

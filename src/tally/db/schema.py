@@ -151,7 +151,7 @@ ledger_changes = sa.Table(
     sa.Column("provider_id", sa.Integer, primary_key=True, autoincrement=False),
 )
 
-# The claim history (tally.db.history): one row per change a write made (an allocation,
+# The claim history (tally.db.history_writer): one row per change a write made (an allocation,
 # an inventory, a provider created, re-parented or deleted, a provider's traits or
 # aggregates), written in that write's transaction; pruned by age and count. Narrow:
 # the keys the API filters on are columns (indexed with `id`, the order of the rows),

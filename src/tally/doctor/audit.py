@@ -46,7 +46,7 @@ from tally.doctor.cloud import (
     read_books,
     read_cloud,
 )
-from tally.doctor.history import Histories, Trace
+from tally.doctor.traces import Histories, Trace
 
 LIVE, MIGRATING, STUCK = "live", "migrating", "stuck-migration"
 ORPHAN, STALE_MIGRATION = "orphan", "stale-migration"

@@ -16,7 +16,7 @@ from typing import Any
 from tally.clients.allocations import Allocations, held
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
-from tally.flavors import claimed_resources
+from tally.nova.flavors import claimed_resources
 
 Progress = Callable[[int, int], None]
 PAGE = 1000

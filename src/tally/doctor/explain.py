@@ -34,8 +34,8 @@ from tally.doctor import audit as audits
 from tally.doctor import drain as drains
 from tally.doctor.cloud import server_claims
 from tally.doctor.heal import rewritten
-from tally.doctor.history import Histories, Trace
 from tally.doctor.inventory_check import InventoryCheck, check_change, largest_safe_reserved
+from tally.doctor.traces import Histories, Trace
 
 RESERVED_WARNING = (
     "nova-compute rewrites `reserved` from its own configuration (reserved_host_cpus, "

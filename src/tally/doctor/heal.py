@@ -2,7 +2,7 @@
 repair of a server accounted where it does not run.
 
 - create: a server on a host that holds nothing gets what its flavor claims as Nova
-  reckons it (`tally.flavors`: extra specs, pinned CPUs as PCPU, no root disk for a
+  reckons it (`tally.nova.flavors`: extra specs, pinned CPUs as PCPU, no root disk for a
   server booted from a volume) on its host's provider;
 - take back: a server that holds nothing on its host while a finished (or failed)
   move of it still holds there (a live migration that failed half-way) gets that hold

@@ -2,7 +2,7 @@
 keystonemiddleware's auth_token does for Keystone tokens.
 
 - strict (`auth_strategy = lab`): the identity headers a client sent were dropped at
-  the edge (tally.edge); a valid token becomes `x-identity-status: Confirmed` with
+  the edge (tally.serve.edge); a valid token becomes `x-identity-status: Confirmed` with
   user, project and roles (the headers the services' keystone identity middleware
   reads); anything else `Invalid`.
 - lenient (`auth_strategy = noauth` with the lab on): a valid lab token is rewritten

@@ -24,7 +24,7 @@ from tally.placement.handlers import (
     usages,
 )
 from tally.placement.ledger.errors import TallyError
-from tally.placement.ledger.history import Pruner
+from tally.placement.ledger.history_records import Pruner
 
 # (path, resource factory), in the order of the Placement API reference.
 ROUTES = (

@@ -2,7 +2,7 @@
 asks (JSON, or webob-style html/plain text as upstream), for our typed errors, for
 Falcon's own (no route: 404, wrong method: 405), for a database that cannot be
 reached (503 with `retry-after`), and for requests the server refuses before the app
-(`server_error_document`, used by tally.serving)."""
+(`server_error_document`, used by tally.serve.server)."""
 
 from __future__ import annotations
 
@@ -104,7 +104,7 @@ def render_error(req: falcon.Request, resp: falcon.Response, document: dict) -> 
 def handle_tally_error(
     req: falcon.Request, resp: falcon.Response, exc: TallyError, params: dict
 ) -> None:
-    req.context.error = exc  # for the request's metrics (tally.metrics)
+    req.context.error = exc  # for the request's metrics (tally.serve.metrics)
     headers = {k: v for k, v in exc.extra.items() if k in {"allow"}}
     body_extra = {k: v for k, v in exc.extra.items() if k not in headers}
     resp.status = exc.status

@@ -16,10 +16,10 @@ import uuid
 
 import falcon
 
-from tally import metrics
+from tally import counts
 from tally.placement import microversion, policy
 from tally.placement.context import Identity
-from tally.placement.ledger import history
+from tally.placement.ledger import history_records as history
 from tally.placement.ledger.errors import (
     BadRequest,
     MethodNotAllowed,
@@ -86,7 +86,7 @@ class RequestIdAndLog:
             (identity.project_id if identity else None) or "-",
         ]
         request_log.info(line, *args)
-        metrics.request(
+        counts.request(
             req.uri_template or "-",
             req.method,
             resp.status_code,

@@ -27,8 +27,9 @@ from typing import Any
 
 import falcon
 
-from tally.placement import answers, microversion, middleware
 from tally.placement import errors as codes
+from tally.placement import microversion, middleware
+from tally.placement import response_shapes as answers
 from tally.placement.handlers import providers, resource_classes
 from tally.placement.handlers.common import query, single, validate_query
 from tally.placement.ledger.errors import BadRequest

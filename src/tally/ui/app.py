@@ -24,9 +24,9 @@ import sqlalchemy as sa
 from tally.clients.errors import PlacementError
 from tally.config import Settings
 from tally.db.retry import unavailable
+from tally.nova.shapes import ShapeError, parse_shape
 from tally.placement import middleware, policy
 from tally.placement.ledger.errors import BadRequest, TallyError
-from tally.shapes import ShapeError, parse_shape
 from tally.ui import auth, render, seams, views
 
 LOG = logging.getLogger("tally.ui")

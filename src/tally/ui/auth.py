@@ -30,7 +30,7 @@ from tally.placement import middleware
 from tally.placement.context import Identity
 from tally.placement.ledger.errors import BadRequest, Forbidden
 
-PREFIX = "/tally/ui"  # where tally.server mounts the page
+PREFIX = "/tally/ui"  # where tally.serve.compose mounts the page
 COOKIE = "tally_ui_token"
 RULE = "tally:ui:view"
 # What a token may hold: noauth's `user[:project]`, lab tokens, Keystone (Fernet,

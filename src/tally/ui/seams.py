@@ -62,7 +62,7 @@ def provider_history(
     engine: sa.Engine, provider_uuid: str, limit: int
 ) -> list[HistoryEvent] | None:
     """The newest `limit` rows of the claim history about one provider."""
-    from tally.placement.ledger import history
+    from tally.placement.ledger import history_records as history
 
     found = history.entries(engine, history.Filter(provider=provider_uuid, limit=limit))
     return [
@@ -84,7 +84,7 @@ def provider_history(
 def capacity_counts(client: Any, shape: Mapping[str, int]) -> list[Fit] | None:
     """How many more of `shape` fit per provider: `tally capacity`'s read over
     `client` (a PlacementClient), each provider row as a `Fit`."""
-    from tally.doctor.capacity import Shape, read_capacity
+    from tally.doctor.fill import Shape, read_capacity
 
     report = read_capacity(client, Shape(dict(shape)))
     return [Fit(r.uuid, r.provider, r.fits, tuple(r.limiting)) for r in report.rows]

@@ -86,7 +86,7 @@ class Row:
 class Query:
     """The list's GET parameters: filters, sort, and the capacity box's shape, with
     what is wrong with them (`problems`, each naming its parameter: the page answers
-    400). The shape is read apart, by the capacity box (`tally.shapes`)."""
+    400). The shape is read apart, by the capacity box (`tally.nova.shapes`)."""
 
     name: str = ""
     aggregate: str = ""

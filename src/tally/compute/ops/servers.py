@@ -17,7 +17,7 @@ from tally.compute.store import flavors as flavor_store
 from tally.compute.store import hosts as host_store
 from tally.compute.store import migrations as migration_store
 from tally.compute.store import servers as store
-from tally.flavors import claimed_resources
+from tally.nova.flavors import claimed_resources
 
 log = logging.getLogger("tally.compute")
 MAX_COUNT = 10000

@@ -14,7 +14,7 @@ import falcon
 
 from tally.placement.context import Service
 from tally.placement.handlers.common import query, single, validate_query
-from tally.placement.ledger import history as ledger
+from tally.placement.ledger import history_records as ledger
 from tally.placement.schemas import history as schemas
 
 PATH = "/tally/v1/history"

@@ -17,7 +17,7 @@ from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import at_commit, transaction
 from tally.db.retry import run_retrying
-from tally.placement.ledger import history
+from tally.placement.ledger import history_records
 from tally.placement.ledger.common import bump_generation, named_or_linked, provider_row, utcnow
 from tally.placement.ledger.errors import ConcurrentUpdate, Conflict
 
@@ -101,7 +101,7 @@ def set_provider_aggregates(
         generation = provider.generation
         if bump:
             generation = bump_generation(conn, provider.id, generation, uuid, last=True)
-        history.aggregates_set(conn, provider, generation, set(before), set(uuids))
+        history_records.aggregates_set(conn, provider, generation, set(before), set(uuids))
         return ProviderAggregates(generation, list(uuids))
 
     # a concurrent writer created one of our aggregates first, or (MySQL) the two

@@ -28,7 +28,7 @@ from tally.db.retry import RunAgain, retrying
 from tally.db.retry import run_retrying as run_retrying_in_engine
 from tally.db.row_rules import stored_fault
 from tally.placement.ledger import consumers as cons
-from tally.placement.ledger import history, provider_bumps
+from tally.placement.ledger import history_records, provider_bumps
 from tally.placement.ledger.common import (
     provider_row,
     utcnow,
@@ -200,7 +200,7 @@ def delete_consumer(engine: sa.Engine, consumer_uuid: str) -> None:
         cons.lock_consumers(conn, [consumer_uuid])
         held = sa.select(a.c.resource_provider_id).where(a.c.consumer_id == consumer_uuid)
         journal.touch(conn, conn.execute(held.distinct()).scalars())
-        history.consumer_deleting(conn, consumer_uuid)
+        history_records.consumer_deleting(conn, consumer_uuid)
         deleted = conn.execute(a.delete().where(a.c.consumer_id == consumer_uuid)).rowcount
         if not deleted:
             raise NotFound(f"No allocations for consumer '{consumer_uuid}'")
@@ -314,7 +314,9 @@ def replace_in(
     for _, consumer in sorted(consumers.items()):
         cons.save_consumer(conn, consumer, last=last)
     cons.delete_if_unused(conn, emptied, last=last)
-    history.allocations_replaced(conn, writes, consumers, provider_ids, class_ids, old, generations)
+    history_records.allocations_replaced(
+        conn, writes, consumers, provider_ids, class_ids, old, generations
+    )
 
 
 def check_consumers(conn: sa.Connection, writes: list[ConsumerWrite]) -> None:

@@ -27,7 +27,7 @@ from tally.db import schema as t
 from tally.db.engine import at_commit, insert_at_commit, transaction
 from tally.db.retry import retrying
 from tally.db.schema import MAX_CAPACITY, MAX_INT
-from tally.placement.ledger import history
+from tally.placement.ledger import history_records
 from tally.placement.ledger.capacity_guard import UPDATE_CONFLICT, guard
 from tally.placement.ledger.common import bump_generation, provider_row, utcnow
 from tally.placement.ledger.errors import (
@@ -438,7 +438,7 @@ def _write(
             )
     insert_at_commit(conn, _inv, added, defer=last)
     generation = bump_generation(conn, provider.id, provider.generation, provider.uuid, last=last)
-    history.inventory_written(conn, provider, generation, before, after)
+    history_records.inventory_written(conn, provider, generation, before, after)
     for rc in over:
         log.warning("Resource provider %s is now over-capacity for %s", provider.uuid, rc)
     return ProviderInventory(generation, _as_written(conn, provider.id, before, after, ids, now))

@@ -22,7 +22,7 @@ from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import is_sqlite, transaction
 from tally.db.retry import retrying, run_retrying
-from tally.placement.ledger import history, provider_listing
+from tally.placement.ledger import history_records, provider_listing
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.common import (
     has_rows,
@@ -205,7 +205,7 @@ def create_provider(
             _refuse_duplicates(conn, uuid=uuid, name=name)
             new_id = _insert(conn, values, last_try=True)  # it went away again
         journal.touch(conn, (new_id,))
-        history.provider_created(conn, new_id, uuid, name, parent_uuid)
+        history_records.provider_created(conn, new_id, uuid, name, parent_uuid)
         return Provider(new_id, uuid, name, 0, parent_shown, root_uuid, now, None)
 
 
@@ -299,7 +299,7 @@ def _update(
         conn.execute(_rp.update().where(_rp.c.id.in_(subtree)).values(root_provider_id=new_root))
     journal.touch(conn, (row.id, *subtree))
     found = _load(conn, uuid)
-    history.provider_updated(conn, row, found)
+    history_records.provider_updated(conn, row, found)
     return found
 
 
@@ -323,7 +323,7 @@ def delete_provider(engine: sa.Engine, uuid: str) -> None:
             raise ProviderInUse(
                 f"Unable to delete resource provider {uuid}: Resource provider has allocations."
             )
-        history.provider_deleting(conn, row)
+        history_records.provider_deleting(conn, row)
         for table in (t.inventories, t.resource_provider_traits, t.resource_provider_aggregates):
             conn.execute(table.delete().where(table.c.resource_provider_id == row.id))
         conn.execute(_rp.delete().where(_rp.c.id == row.id))

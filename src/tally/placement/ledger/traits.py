@@ -17,7 +17,7 @@ from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import at_commit, insert_at_commit, transaction
 from tally.db.retry import retrying
-from tally.placement.ledger import history
+from tally.placement.ledger import history_records
 from tally.placement.ledger.common import (
     bump_generation,
     named_or_linked,
@@ -207,7 +207,7 @@ def set_provider_traits(
             ],
         )
         new_generation = bump_generation(conn, provider.id, provider.generation, uuid, last=True)
-        history.traits_set(
+        history_records.traits_set(
             conn,
             provider,
             new_generation,

@@ -26,7 +26,8 @@ from collections.abc import Iterator
 import sqlalchemy as sa
 
 from tally.db.engine import transaction
-from tally.placement.ledger.candidates import answers, render, search, summaries
+from tally.placement.ledger.candidates import kept_answers as answers
+from tally.placement.ledger.candidates import render, search, summaries
 from tally.placement.ledger.candidates.budget import AnswerTooLarge
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.candidates.index import shared as shared_index

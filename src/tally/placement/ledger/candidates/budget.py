@@ -11,8 +11,8 @@ setting, before its memory is spent.
 
 from __future__ import annotations
 
-from tally import freed_memory
 from tally.placement.ledger.errors import BadRequest
+from tally.serve import freed_memory
 
 SETTING = "candidates_answer_budget"
 

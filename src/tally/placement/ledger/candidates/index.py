@@ -31,7 +31,7 @@ from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import transaction
 from tally.db.row_rules import inventory_fault
-from tally.placement.ledger.candidates.answers import Answers
+from tally.placement.ledger.candidates.kept_answers import Answers
 from tally.placement.ledger.candidates.snapshot import (
     INVENTORY_FIELDS,
     PROVIDER,

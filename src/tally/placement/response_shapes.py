@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tally.placement.handlers import candidates, providers
-from tally.placement.ledger import history
+from tally.placement.ledger import history_records as history
 from tally.placement.schemas import aggregates as aggregate_schemas
 from tally.placement.schemas import inventories as inventory_schemas
 

@@ -1,5 +1,5 @@
 """The claim history as the ledger keeps it: what each write records (one call per
-write path, inside its transaction; `tally.db.history` merges and writes the rows
+write path, inside its transaction; `tally.db.history_writer` merges and writes the rows
 when it commits), the history as `GET /tally/v1/history` reads it, and its pruning.
 
 What a row of each action holds (`amount_*` and `detail`):
@@ -32,10 +32,10 @@ from typing import Any
 import orjson
 import sqlalchemy as sa
 
-from tally.db import history as recorder
+from tally.db import history_writer as recorder
 from tally.db import schema as t
 from tally.db.engine import transaction
-from tally.db.history import CALLER, Caller, recording
+from tally.db.history_writer import CALLER, Caller, recording
 from tally.db.retry import retrying
 
 log = logging.getLogger("tally.placement.history")

@@ -1,4 +1,4 @@
-"""Checks of a copy of Placement's books (`tally.db.transfer`), made with SQL on
+"""Checks of a copy of Placement's books (`tally.books.transfer`), made with SQL on
 each side, independent of the copying code: rows per table, and what Nova and an
 operator read (providers with their names, generations and tree, inventories with
 every field, usage per provider and class, allocations per consumer, consumers with
@@ -20,7 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tally.db.transfer import TABLES
+from tally.books.transfer import TABLES
 
 _VIEWS = {
     "providers": """

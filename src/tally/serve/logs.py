@@ -1,4 +1,4 @@
-"""Logging as every way of serving Tally sets it up (`tally serve`, `tally.wsgi`): one
+"""Logging as every way of serving Tally sets it up (`tally serve`, `tally.serve.wsgi`): one
 format on stderr, and the identity libraries' debug output held at INFO."""
 
 from __future__ import annotations

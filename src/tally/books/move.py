@@ -5,7 +5,7 @@ The source is only read: opened read-only where the driver allows (a SQLite file
 with `mode=ro`, its journal mode untouched; PostgreSQL and MySQL in a read-only,
 repeatable-read transaction), all of it in one snapshot. The target must be empty
 (standard resource classes and traits aside); it is written in one transaction that
-ends by comparing both sides (`tally.db.verify`) and commits only when they agree.
+ends by comparing both sides (`tally.books.verify`) and commits only when they agree.
 A dry run reads both and writes nothing.
 """
 
@@ -20,9 +20,11 @@ from typing import TypeVar
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from tally.db import books_check, probe, transfer, upstream, verify
+from tally.books import check, transfer, verify
+from tally.books.transfer import Progress, TransferError
+from tally.db import probe
+from tally.db import upstream_schema as upstream
 from tally.db.engine import make_engine, transaction
-from tally.db.transfer import Progress, TransferError
 
 T = TypeVar("T")
 
@@ -55,17 +57,17 @@ def import_from(
 ) -> Outcome:
     """Upstream's books from `source_url` into Tally's empty database at `target_url`
     (made ready by `prepare`, i.e. migrated, before the copy); with `repair`, the
-    safe fixes of `books_check.repair` made on the way (said in the report)."""
+    safe fixes of `check.repair` made on the way (said in the report)."""
     src, dst = probe.with_our_driver(source_url), probe.parse(target_url)
     _refuse_same(src, dst)
     with snapshot(probe.read_only_engine(src)) as sconn:
         found = _read(src, lambda: probe.identify_connection(sconn))
         _importable(src, found)
         books = _read(src, lambda: transfer.read_upstream(sconn))
-        repaired = books_check.repair(books) if repair else []
-        faults = books_check.check(books)
+        repaired = check.repair(books) if repair else []
+        faults = check.check(books)
         if faults:  # before anything is written, dry run or not
-            raise TransferError(books_check.refusal(faults))
+            raise TransferError(check.refusal(faults))
         state = _tally_target_state(dst)
         if dry_run:
             report = verify.survey(sconn, "upstream")
@@ -99,11 +101,11 @@ def _read(src: sa.URL, read: Callable[[], T]) -> T:
         raise TransferError(f"cannot read {probe.safe_url(src)}: {exc}") from None
 
 
-def check_books(url: str) -> list[books_check.Fault]:
+def check_books(url: str) -> list[check.Fault]:
     """`tally db check`: the ledger's rules over Tally's own database, read-only."""
     parsed = probe.parse(url)
     with snapshot(probe.read_only_engine(parsed)) as conn:
-        return books_check.check(_read(parsed, lambda: transfer.read_tally(conn)))
+        return check.check(_read(parsed, lambda: transfer.read_tally(conn)))
 
 
 def export_to(
@@ -146,7 +148,7 @@ def _tally_head() -> str:
     return head_revision() or ""
 
 
-# what `books_check.repair` may change: the rest of a repaired copy must still match
+# what `check.repair` may change: the rest of a repaired copy must still match
 REPAIRABLE = ("rows per table", "allocations", "usage", "traits", "aggregates")
 
 

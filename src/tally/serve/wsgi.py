@@ -1,4 +1,4 @@
-"""The module-level WSGI application, `tally.wsgi:application`, for gunicorn, uwsgi or
+"""The module-level WSGI application, `tally.serve.wsgi:application`, for gunicorn, uwsgi or
 mod_wsgi (examples in docs/deploy.md).
 
 Settings come from the environment (`TALLY_*`, `TALLY_CONFIG`, `TALLY_PLACEMENT_CONF`).
@@ -13,8 +13,8 @@ auto` default the lab cloud is off here: the address the server binds is not kno
 from __future__ import annotations
 
 from tally.config import Settings, load_settings
-from tally.logs import configure_logging
-from tally.server import WSGIApp, create_server
+from tally.serve.compose import WSGIApp, create_server
+from tally.serve.logs import configure_logging
 
 
 def make_application(settings: Settings | None = None) -> WSGIApp:

@@ -16,9 +16,9 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from tally.books.transfer import Books
 from tally.db.row_rules import inventory_fault, whole_in
 from tally.db.schema import resource_providers
-from tally.db.transfer import Books
 
 MAX_NAME = resource_providers.c.name.type.length  # a provider's name, as the API takes it
 SHOWN = 3  # offending rows shown per kind

@@ -1,5 +1,5 @@
 """What `tally serve` serves, composed in one place: Placement at / and under
-/placement, `/healthcheck` (tally.health), `/metrics` (tally.metrics) and the
+/placement, `/healthcheck` (tally.serve.health), `/metrics` (tally.serve.metrics) and the
 operator page at `/tally/ui` (tally.ui: read-only, admin only); with the
 lab on, the lab compute API under /compute (v2.1) and the lab identity under /identity
 (v3).
@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from tally.clients.inprocess import as_caller
 from tally.config import Settings
 from tally.db.engine import make_engine
-from tally.edge import NOAUTH_PROTOCOL, StripClientIdentity, UnsafeSettings, is_loopback
+from tally.serve.edge import NOAUTH_PROTOCOL, StripClientIdentity, UnsafeSettings, is_loopback
 
 log = logging.getLogger("tally")
 WSGIApp = Callable[[dict[str, Any], Callable], Iterable[bytes]]
@@ -83,11 +83,11 @@ def check_auth(settings: Settings) -> None:
 
 
 def _compose(settings: Settings, engine: sa.Engine) -> Server:
-    from tally.capacity_gauges import CapacityGauges, in_process_compute
-    from tally.health import Healthcheck, is_admin
-    from tally.metrics import MetricsApp
     from tally.placement.app import create_app as placement_app
     from tally.placement.ledger.usages import sample as provider_sample
+    from tally.serve.fill_gauges import CapacityGauges, in_process_compute
+    from tally.serve.health import Healthcheck, is_admin
+    from tally.serve.metrics import MetricsApp
     from tally.ui.app import create_app as ui_app
     from tally.ui.seams import in_process_client
 
@@ -166,7 +166,7 @@ def _catalog(settings: Settings) -> list[tuple[str, str, str]]:
 def _edge(settings: Settings, server: Server) -> Server:
     """In front of everything: with `auth_strategy = keystone` keystonemiddleware's
     auth_token (its options from the `[keystone_authtoken]` of `placement_conf`);
-    otherwise the filter that drops identity headers a client sent (tally.edge)."""
+    otherwise the filter that drops identity headers a client sent (tally.serve.edge)."""
     if settings.auth_strategy == "keystone":
         from keystonemiddleware import auth_token  # the [keystone] extra
 
@@ -201,8 +201,8 @@ def describe(settings: Settings, url: str) -> list[str]:
         if settings.lab == "auto" and not is_loopback(settings.host):
             why += f", and {settings.host} is not a loopback address"
         return [f"Lab off ({why}): Placement only"]
-    from tally.edge import weak_lab_users
     from tally.identity.users import parse_users
+    from tally.serve.edge import weak_lab_users
 
     lines = [
         f"Lab compute API on {url}/compute/v2.1 (claims through "

@@ -6,7 +6,7 @@ for a generation (`PUT /allocations/{consumer_uuid}`, `POST /allocations`); capa
 guard refusals per resource class; database transactions run again after a deadlock
 or a race (tally.db.engine). Read when scraped: capacity, reserved and used per
 provider and class, of at most `metrics_max_providers` providers; and how many more
-of each shape of `capacity_shapes` fit (tally.capacity_gauges), in all and per host.
+of each shape of `capacity_shapes` fit (tally.serve.fill_gauges), in all and per host.
 
 Several worker processes share their counts through prometheus_client's multiprocess
 mode: `tally serve` makes a directory of its own under /tmp and names it in
@@ -18,97 +18,14 @@ process answers with its own counts.
 
 from __future__ import annotations
 
-import atexit
 import os
-import shutil
-import tempfile
-import threading
 from collections.abc import Callable, Iterable
 from typing import Any
 
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+from tally import counts
+from tally.counts import MULTIPROC_ENV
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-_lock = threading.Lock()
-_metrics: dict[str, Any] = {}
-
-
-def prepare_multiprocess() -> str:
-    """A fresh directory for this run's workers (removed when this process exits);
-    call before any metric is counted and before forking."""
-    directory = tempfile.mkdtemp(prefix="tally-metrics-", dir="/tmp")
-    os.environ[MULTIPROC_ENV] = directory
-    pid = os.getpid()
-    atexit.register(lambda: os.getpid() == pid and shutil.rmtree(directory, True))
-    return directory
-
-
-def _get() -> dict[str, Any]:
-    """The metrics, made on first use (after the fork, in the worker)."""
-    if _metrics:
-        return _metrics
-    with _lock:
-        if _metrics:
-            return _metrics
-        from prometheus_client import CollectorRegistry, Counter, Histogram, values
-
-        values.ValueClass = values.get_value_class()  # multiprocess if the env says so
-        registry = CollectorRegistry(auto_describe=True)
-        _metrics.update(
-            registry=registry,
-            requests=Counter(
-                "tally_http_requests",
-                "HTTP requests by route template, method and status.",
-                ["route", "method", "status"],
-                registry=registry,
-            ),
-            latency=Histogram(
-                "tally_http_request_duration_seconds",
-                "Time to answer, by route template and method.",
-                ["route", "method"],
-                registry=registry,
-            ),
-            claims=Counter(
-                "tally_claims",
-                "Allocation writes: accepted, refused_capacity, refused_generation.",
-                ["outcome"],
-                registry=registry,
-            ),
-            guard=Counter(
-                "tally_capacity_guard_refusals",
-                "Inventory changes refused by the capacity guard, per resource class.",
-                ["resource_class"],
-                registry=registry,
-            ),
-            retries=Counter(
-                "tally_database_retries",
-                "Write transactions run again after a deadlock, serialization failure or race.",
-                registry=registry,
-            ),
-        )
-    return _metrics
-
-
-CLAIM_ROUTES = {("PUT", "/allocations/{consumer_uuid}"), ("POST", "/allocations")}
-
-
-def request(route: str, method: str, status: int, seconds: float, error: Any = None) -> None:
-    m = _get()
-    m["requests"].labels(route, method, str(status)).inc()
-    m["latency"].labels(route, method).observe(seconds)
-    if (method, route) in CLAIM_ROUTES:
-        if status < 300:
-            m["claims"].labels("accepted").inc()
-        elif status == 409:
-            code = getattr(error, "code", "")
-            generation = code == "placement.concurrent_update"
-            m["claims"].labels("refused_generation" if generation else "refused_capacity").inc()
-    for usage in (getattr(error, "extra", None) or {}).get("usage", ()):
-        if getattr(error, "code", "") == "placement.inventory.inuse":
-            m["guard"].labels(usage["resource_class"]).inc()
-
-
-def database_retry() -> None:
-    _get()["retries"].inc()
 
 
 def render(
@@ -120,7 +37,7 @@ def render(
     from prometheus_client import CollectorRegistry, generate_latest
     from prometheus_client.core import GaugeMetricFamily
 
-    local = _get()["registry"]
+    local = counts.registry()
     registry = CollectorRegistry()
     if os.environ.get(MULTIPROC_ENV):
         from prometheus_client import multiprocess
@@ -176,7 +93,7 @@ class MetricsApp:
     gauges come from `provider_sample(engine, max_providers)` (the Placement
     ledger's, passed in by the server: this module sits below the database layer,
     which counts its retries here, so it imports nothing of Placement); the capacity
-    gauges from `capacity_sample()` (a tally.capacity_gauges.CapacityGauges)."""
+    gauges from `capacity_sample()` (a tally.serve.fill_gauges.CapacityGauges)."""
 
     def __init__(
         self,

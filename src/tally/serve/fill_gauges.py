@@ -1,6 +1,6 @@
 """The capacity gauges of `/metrics`: how many more of each shape of the setting
 `capacity_shapes` fit, counted as `tally capacity` counts them
-(`tally.doctor.capacity.read_capacity` over this server's own Placement,
+(`tally.doctor.fill.read_capacity` over this server's own Placement,
 in-process, as an admin), read when scraped.
 
 The setting is a comma-separated list; each item is one shape, and its text is
@@ -11,7 +11,7 @@ the gauges' `shape` label:
   extra specs, as `tally capacity --flavor`). Without the lab there is no
   compute API to ask, and the shape is skipped.
 - `CLASS=N+CLASS=N...`: resource classes and amounts (`CLASS:N` too, as
-  `tally.shapes` reads every shape) joined by `+` (a comma would end the item),
+  `tally.nova.shapes` reads every shape) joined by `+` (a comma would end the item),
   like `VCPU=4+MEMORY_MB=8192`.
 
 A shape that does not parse, names no flavor, or that Placement refuses is
@@ -32,8 +32,8 @@ from collections.abc import Callable
 from typing import Any
 
 from tally.clients.inprocess import as_caller, once
-from tally.doctor.capacity import Shape, flavor_shape, read_capacity
-from tally.shapes import parse_shape
+from tally.doctor.fill import Shape, flavor_shape, read_capacity
+from tally.nova.shapes import parse_shape
 
 log = logging.getLogger("tally.metrics")
 FLAVOR = "flavor:"

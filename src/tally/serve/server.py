@@ -14,7 +14,7 @@ before any app code runs.
                     passes SIGTERM/SIGINT on and waits for them
     worker:         builds the app (and the lab's ticker) after the fork, then
                     I/O loop --complete request--> thread pool --> WSGI app
-                    (the loop: `tally.io_loop`, on epoll where there is one)
+                    (the loop: `tally.serve.io_loop`, on epoll where there is one)
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import BadRequest, RequestEntityTooLarge
 
-from tally import admission, freed_memory, io_loop, prefork
-from tally.framing import ambiguous_framing
 from tally.placement.faults import server_error_document
+from tally.serve import admission, freed_memory, io_loop, prefork
+from tally.serve.framing import ambiguous_framing
 
 log = logging.getLogger("tally.serving")
 request_log = logging.getLogger("tally.requestlog")
@@ -291,7 +291,7 @@ class _Server(TcpWSGIServer):
     master_pid: int | None = None
 
     def run(self) -> None:
-        """waitress's loop, on epoll where there is one (`tally.io_loop`)."""
+        """waitress's loop, on epoll where there is one (`tally.serve.io_loop`)."""
         if not io_loop.available() or not isinstance(self._map, io_loop.Channels):
             return super().run()
         try:
@@ -311,7 +311,7 @@ class _Server(TcpWSGIServer):
         return admission.longest_waiting(self.active_channels.values()) is not None
 
     def handle_accept(self) -> None:
-        """At the limit the connection waiting longest gives way (`tally.admission`)."""
+        """At the limit the connection waiting longest gives way (`tally.serve.admission`)."""
         if len(self._map) >= self.adj.connection_limit:
             waiting = admission.longest_waiting(self.active_channels.values())
             if waiting is None:

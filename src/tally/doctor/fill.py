@@ -1,10 +1,10 @@
 """`tally capacity`: how many more of a shape fit, read over the public APIs.
 
 One `GET /allocation_candidates` for the shape (no `limit`: every way one instance
-fits), filled by `tally.capacity.fill`; provider names from `GET
+fits), filled by `tally.nova.fill.fill`; provider names from `GET
 /resource_providers`; for the per-aggregate view, each host's aggregates. A
 flavor's shape comes from the compute API the way Nova turns a flavor into a
-request (`tally.flavors`, its unnumbered group) with `trait:NAME=required|forbidden`.
+request (`tally.nova.flavors`, its unnumbered group) with `trait:NAME=required|forbidden`.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from tally import capacity
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
-from tally.flavors import claimed_resources
+from tally.nova import fill as capacity
+from tally.nova.flavors import claimed_resources
 
 # Nova's numbered request groups (resources1:..., trait_GPU:...): not one group.
 SUFFIXED_SPEC = re.compile(r"^(resources|trait)[^:]+:")

@@ -1,4 +1,4 @@
-"""Copy Placement's books between upstream Placement's schema (`tally.db.upstream`)
+"""Copy Placement's books between upstream Placement's schema (`tally.db.upstream_schema`)
 and Tally's (`tally.db.schema`), both ways, keeping every id Nova or an operator can
 see or rely on: provider, aggregate, consumer, inventory and allocation ids, resource
 class ids, and provider and consumer generations, unchanged.
@@ -21,8 +21,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tally.db import journal, upstream
+from tally.db import journal
 from tally.db import schema as tally
+from tally.db import upstream_schema as upstream
 
 # progress(table, rows done, rows in all)
 Progress = Callable[[str, int, int], None]

@@ -2,7 +2,7 @@
 
 A request whose end two HTTP readers could place differently lets a client hide a
 second request where a proxy in front sees only a body (request smuggling). The
-server (`tally.serving`) asks `ambiguous_framing` of every request's header lines
+server (`tally.serve.server`) asks `ambiguous_framing` of every request's header lines
 before it reads a byte of the body, and refuses such a request, closing the
 connection, so nothing after it is read.
 """
