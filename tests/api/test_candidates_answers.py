@@ -15,7 +15,7 @@ from tally.placement.candidate_query import parse_query
 from tally.placement.ledger.candidates import (
     Index,
     Options,
-    answers,
+    answer_cache,
     candidates_json,
     find_candidates,
     search_in,
@@ -183,7 +183,7 @@ def test_a_random_limit_from_kept_trees_is_a_sample(engine, api):
 
 
 def test_kept_shapes_are_capped(engine, api, monkeypatch):
-    monkeypatch.setattr(answers, "SHAPES_KEPT", 2)
+    monkeypatch.setattr(answer_cache, "SHAPES_KEPT", 2)
     cloud = Cloud(api("1.39"))
     for _ in range(3):
         cloud.provider({"VCPU": 4, "MEMORY_MB": 1024})
@@ -191,7 +191,7 @@ def test_kept_shapes_are_capped(engine, api, monkeypatch):
     for amount in (1, 2, 3, 1):
         ask(engine, index, f"resources=VCPU:{amount}")
         assert kept(index) <= 2
-    monkeypatch.setattr(answers, "CANDIDATES_KEPT", 5)
+    monkeypatch.setattr(answer_cache, "CANDIDATES_KEPT", 5)
     ask(engine, index, "resources=MEMORY_MB:1")
     assert kept(index) == 1  # 3 + 3 candidates are over the cap: the oldest goes
     cloud.provider({"VCPU": 4, "MEMORY_MB": 1024})
@@ -208,7 +208,7 @@ def test_kept_shapes_are_capped(engine, api, monkeypatch):
 
 
 def test_too_many_stale_trees_search_in_bulk_again(engine, api, searched, monkeypatch):
-    monkeypatch.setattr(answers, "STALE_MIN", 1)
+    monkeypatch.setattr(answer_cache, "STALE_MIN", 1)
     cloud = Cloud(api("1.39"))
     hosts = [cloud.provider({"VCPU": 2}) for _ in range(4)]
     index = Index()

@@ -148,7 +148,7 @@ def _books(index: Index) -> dict:
 
 def _fresh(engine: sa.Engine) -> Index:
     index = Index()
-    with index.view(engine):
+    with index.held(engine):
         pass
     return index
 
@@ -164,7 +164,7 @@ def test_another_workers_index_sees_every_write(engine, clients):
     for method, path, request in STORY:
         resp = request(client, old)
         assert resp.status_code < 300, (method, path, resp.status_code, resp.text)
-        with other.view(engine):
+        with other.held(engine):
             pass
         assert _books(other) == _books(_fresh(engine)), (method, path)
 

@@ -24,7 +24,8 @@ from tally.db import schema as t
 from tally.db.engine import transaction
 from tally.placement.ledger import providers, resource_classes
 from tally.placement.ledger.errors import BadRequest, Conflict
-from tally.placement.ledger.inventory import Record, Rules, add_inventory
+from tally.placement.ledger.inventory import Rules, add_inventory
+from tally.placement.ledger.inventory_record import Record
 
 SERVERS = [
     pytest.param("postgresql", marks=pytest.mark.postgres),

@@ -13,7 +13,7 @@ from tally.db import schema as t
 from tally.placement.ledger.errors import InventoryInUse
 
 if TYPE_CHECKING:
-    from tally.placement.ledger.inventory import Record
+    from tally.placement.ledger.inventory_record import Record
 
 log = logging.getLogger("tally.placement.inventory")
 

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 from tally.db import schema as t
 from tally.db.engine import at_commit, insert_at_commit, transaction
 from tally.db.retry import retrying
-from tally.db.schema import MAX_CAPACITY, MAX_INT
+from tally.db.schema import MAX_CAPACITY
 from tally.placement.ledger import history_records
 from tally.placement.ledger.capacity_guard import UPDATE_CONFLICT, guard
 from tally.placement.ledger.common import bump_generation, provider_row, utcnow
@@ -35,12 +35,10 @@ from tally.placement.ledger.errors import (
     ConcurrentUpdate,
     NotFound,
 )
+from tally.placement.ledger.inventory_record import FIELDS, Record
 from tally.placement.ledger.resource_classes import lock_for_inventory
-from tally.placement.ledger.usage_queries import capacity
 
 log = logging.getLogger("tally.placement.inventory")
-
-FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,32 +47,6 @@ class Rules:
 
     reserved_may_equal_total: bool = True  # microversion 1.26 and later
     over_capacity: str = "refuse"  # "refuse" (our spec) or "allow" (upstream)
-
-
-@dataclasses.dataclass(frozen=True)
-class Record:
-    """One inventory: a resource class and its amounts."""
-
-    resource_class: str
-    total: int
-    reserved: int = 0
-    min_unit: int = 1
-    max_unit: int = MAX_INT
-    step_size: int = 1
-    allocation_ratio: float = 1.0
-    created_at: dt.datetime | None = None
-    updated_at: dt.datetime | None = None
-
-    @property
-    def capacity(self) -> int:
-        return capacity(self.total, self.reserved, self.allocation_ratio)
-
-    @property
-    def last_modified(self) -> dt.datetime | None:
-        return self.updated_at or self.created_at
-
-    def amounts(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in FIELDS}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -23,6 +23,7 @@ from tally.db import schema as t
 from tally.db.engine import is_sqlite, transaction
 from tally.db.retry import retrying, run_retrying
 from tally.placement.ledger import history_records, provider_listing
+from tally.placement.ledger.candidates import view as views
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.common import (
     has_rows,
@@ -148,7 +149,7 @@ def list_provider_rows(
     brought up to date (`provider_listing`), else one query (the same filters
     and joins) whose rows are the driver's tuples."""
     if index is not None and provider_listing.served(filters):
-        with index.view(engine) as view:
+        with views.of(index, engine) as view:
             if view is not None:
                 rows = provider_listing.listed(view, filters)
                 return Listing(rows, newest_stamp(engine, map(itemgetter(5), rows)))

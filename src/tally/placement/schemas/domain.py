@@ -34,8 +34,8 @@ import re
 import uuid as uuidlib
 from typing import Any
 
+from tally.db.schema import MAX_CAPACITY, MAX_INT
 from tally.placement.ledger.errors import BadRequest
-from tally.placement.ledger.inventory import MAX_CAPACITY, MAX_INT
 
 __all__ = [
     "GENERATION",

@@ -1,15 +1,22 @@
-"""GET /allocation_candidates: the search, one module per step.
+"""GET /allocation_candidates: the search as a pipeline, one module per step;
+imports point down this list only (a test checks the import graph has no ring).
 
-    request.py    the query as request groups and request-wide parameters
-    snapshot.py   the data the search reads, in a few bulk SQL queries
-    index.py      the same data held in memory per worker, kept current by the
-                  ledger journal (the default; the snapshot is the fallback)
-    answers.py    the index's answers to requests asked again, per tree, until
-                  the tree changes
-    groups.py     what each group can take, per anchor tree
-    search.py     names -> ids, run the groups, combine them into candidates
-    summaries.py  limit, provider summaries, the answer in uuids and names
-    render.py     the same answer written straight to JSON (newest shape)
+    kept_answers.py  answers to requests asked again, per tree, until the tree
+                     changes (over the store of answer_cache.py)
+    render.py        the answer written straight to JSON (newest shape)
+    summaries.py     limit, provider summaries, the answer in uuids and names
+    search.py        names -> ids, run the groups, combine them into candidates
+    walk.py          ... tree by tree, stopping at `limit` (over the index)
+    combine.py       one part of every group per anchor tree
+    narrow.py        the trees that can anchor a candidate at all
+    groups.py        what each group can take, per anchor tree
+    budget.py        how much one answer may make
+    request.py       the query as request groups and request-wide parameters
+    view.py          the index in the snapshot's shape, for one search
+    index.py         the data held in memory per worker, kept current by the
+                     ledger journal (the default), with answer_cache.py's store
+    snapshot.py      the same data read in a few bulk SQL queries (the fallback),
+                     and the data shapes (stock rows, parts, candidates)
 
 `find_candidates` is the one entry point (`search_in` for a connection already
 open, always on the database); `candidates_json` gives the same answer as the
@@ -28,6 +35,7 @@ import sqlalchemy as sa
 from tally.db.engine import transaction
 from tally.placement.ledger.candidates import kept_answers as answers
 from tally.placement.ledger.candidates import render, search, summaries
+from tally.placement.ledger.candidates import view as views
 from tally.placement.ledger.candidates.budget import AnswerTooLarge
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.candidates.index import shared as shared_index
@@ -80,7 +88,7 @@ def _source(engine: sa.Engine, index: Index | None) -> Iterator[Snapshot | View]
     """What a search reads, in one transaction: `index` brought up to date, or
     the database when there is none or it is off."""
     if index is not None:
-        with index.view(engine) as view:
+        with views.of(index, engine) as view:
             if view is not None:
                 yield view
                 return

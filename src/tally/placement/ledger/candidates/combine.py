@@ -16,20 +16,20 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from tally.placement.ledger.candidates import groups as g
 from tally.placement.ledger.candidates.request import CandidateRequest
-from tally.placement.ledger.candidates.snapshot import Stock, room
+from tally.placement.ledger.candidates.snapshot import Alloc, Candidate, Part, Stock, room
 from tally.placement.ledger.candidates.view import View
 
 FEW_COMBINATIONS = 64  # per anchor: test every combination of parts, not walk them
 
 
-def providers_of(parts: Mapping[int, list[g.Part]]) -> Mapping[int, list[int]]:
+def providers_of(parts: Mapping[int, list[Part]]) -> Mapping[int, list[int]]:
     """The providers of a suffixed group's parts, per anchor."""
     if isinstance(parts, g.ProviderParts):
         return parts.providers
     return {anchor: [part[1][0] for part in found] for anchor, found in parts.items()}
 
 
-def providers_at(parts: Mapping[int, list[g.Part]], anchor: int) -> list[int]:
+def providers_at(parts: Mapping[int, list[Part]], anchor: int) -> list[int]:
     """The providers of a suffixed group's parts at one anchor."""
     if isinstance(parts, g.ProviderParts):
         return parts.providers[anchor]
@@ -66,7 +66,7 @@ class Combiner:
         self,
         ctx: g.Context,
         request: CandidateRequest,
-        parts: list[Mapping[int, list[g.Part]]],
+        parts: list[Mapping[int, list[Part]]],
         anchors: list[int],
     ) -> None:
         self.parts = parts
@@ -88,14 +88,14 @@ class Combiner:
         self.rows = ctx.snap.rows
         self.budget = ctx.budget
 
-    def candidates(self, anchor: int) -> Iterator[g.Candidate]:
+    def candidates(self, anchor: int) -> Iterator[Candidate]:
         """The candidates anchored at `anchor`, each counted against the budget."""
         spend = self.budget.spend
         for candidate in self._candidates(anchor):
             spend(1)
             yield candidate
 
-    def _candidates(self, anchor: int) -> Iterator[g.Candidate]:
+    def _candidates(self, anchor: int) -> Iterator[Candidate]:
         if self.isolate and not self._enoughproviders_of(anchor):
             return
         lists = [group[anchor] for group in self.parts]
@@ -111,7 +111,7 @@ class Combiner:
             return
         yield from self._walk(lists, 0, [], {}, set())
 
-    def _fits(self, chosen: tuple[g.Part, ...]) -> bool:
+    def _fits(self, chosen: tuple[Part, ...]) -> bool:
         """Whether one part per group holds together: isolated groups on distinct
         providers, and classes asked by several groups within the room left."""
         if self.isolate:
@@ -134,12 +134,12 @@ class Combiner:
 
     def _walk(
         self,
-        lists: list[list[g.Part]],
+        lists: list[list[Part]],
         i: int,
-        chosen: list[g.Part],
+        chosen: list[Part],
         taken: dict[tuple[int, int], int],
         isolated: set[int],
-    ) -> Iterator[g.Candidate]:
+    ) -> Iterator[Candidate]:
         """Choose a part of group i onwards. (A method, not a nested function: a
         recursive closure is a reference cycle that would keep the whole search
         alive until the cyclic collector runs.)"""
@@ -202,9 +202,9 @@ class Combiner:
         return False
 
     @staticmethod
-    def _consolidate(chosen: Sequence[g.Part]) -> g.Candidate:
+    def _consolidate(chosen: Sequence[Part]) -> Candidate:
         """One allocation per (provider, class), amounts added, in that order."""
-        merged: list[g.Alloc] = []
+        merged: list[Alloc] = []
         for alloc in sorted(itertools.chain.from_iterable([allocs for allocs, _ in chosen])):
             if merged and merged[-1][:2] == alloc[:2]:
                 merged[-1] = (alloc[0], alloc[1], merged[-1][2] + alloc[2])
@@ -212,7 +212,7 @@ class Combiner:
                 merged.append(alloc)
         return tuple(merged), tuple([providers for _, providers in chosen])
 
-    def _same_subtree_ok(self, chosen: Sequence[g.Part]) -> bool:
+    def _same_subtree_ok(self, chosen: Sequence[Part]) -> bool:
         """Each same_subtree set: one of its providers is an ancestor of (or is)
         all the others."""
         for tie in self.subtrees:

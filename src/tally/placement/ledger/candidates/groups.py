@@ -23,15 +23,8 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 
 from tally.placement.ledger.candidates.budget import Budget
 from tally.placement.ledger.candidates.request import RequestGroup
-from tally.placement.ledger.candidates.snapshot import Snapshot, Stock
+from tally.placement.ledger.candidates.snapshot import Part, Snapshot, Stock
 from tally.placement.ledger.candidates.view import View
-
-Alloc = tuple[int, int, int]  # (provider id, class id, amount)
-# (allocs, providers): what the group takes, and the providers it maps to
-# (sorted, distinct). A plain tuple: there can be tens of thousands.
-Part = tuple[tuple[Alloc, ...], tuple[int, ...]]
-# A candidate: its allocations, and per group the providers it maps to.
-Candidate = tuple[tuple[Alloc, ...], tuple[tuple[int, ...], ...]]
 
 
 @dataclasses.dataclass

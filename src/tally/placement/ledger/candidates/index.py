@@ -31,7 +31,7 @@ from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import transaction
 from tally.db.row_rules import inventory_fault
-from tally.placement.ledger.candidates.kept_answers import Answers
+from tally.placement.ledger.candidates.answer_cache import Answers
 from tally.placement.ledger.candidates.snapshot import (
     INVENTORY_FIELDS,
     PROVIDER,
@@ -41,7 +41,6 @@ from tally.placement.ledger.candidates.snapshot import (
     capacity_of,
     fitting,
 )
-from tally.placement.ledger.candidates.view import View
 from tally.placement.ledger.common import PROVIDER_STAMP
 
 LOG = logging.getLogger(__name__)
@@ -130,9 +129,10 @@ class Index:
         self.answers = Answers()  # request shape -> candidates per tree (answers.py)
 
     @contextlib.contextmanager
-    def view(self, engine: sa.Engine) -> Iterator[View | None]:
-        """The index brought up to date, held for one search; None when the index
-        is off (over its memory cap): then the caller reads the database.
+    def held(self, engine: sa.Engine) -> Iterator[bool]:
+        """The index brought up to date, held for one search (`view.of` gives the
+        search its questions); False when the index is off (over its memory cap):
+        then the caller reads the database.
 
         The journal's total is read first, outside the lock (searches of other
         threads do not wait on this one's round trip) and outside any transaction:
@@ -145,7 +145,7 @@ class Index:
             if self.enabled and seen != self.version:
                 with transaction(engine) as conn:
                     self._catch_up(conn)
-            yield View(self) if self.enabled else None  # (view.py)
+            yield self.enabled
 
     # -- keeping up with the journal ------------------------------------------
 

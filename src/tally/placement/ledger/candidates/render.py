@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 
 import orjson
 
-from tally.placement.ledger.candidates.groups import Candidate, Context
+from tally.placement.ledger.candidates.groups import Context
 from tally.placement.ledger.candidates.request import CandidateRequest
+from tally.placement.ledger.candidates.snapshot import Candidate
 from tally.placement.ledger.candidates.summaries import Chosen, summaries_of
 from tally.placement.ledger.candidates.view import View
 

@@ -19,6 +19,8 @@ from tally.placement.ledger.candidates.request import CandidateRequest, RequestG
 from tally.placement.ledger.candidates.snapshot import (
     PROVIDER,
     SHARING_TRAIT,
+    Candidate,
+    Part,
     Snapshot,
     Stock,
 )
@@ -147,11 +149,11 @@ def run(
         _anchors=anchors,
         budget=Budget(options.budget),
     )
-    parts: list[Mapping[int, list[g.Part]]] = []
+    parts: list[Mapping[int, list[Part]]] = []
     for i, group in enumerate(request.groups):
         ids = names.resolve(group)
         stock = g.stock_for(ctx, ids) if ids is not None else None
-        by_group: Mapping[int, list[g.Part]] = {}
+        by_group: Mapping[int, list[Part]] = {}
         if stock is not None:
             by_group = (g.same_provider_parts if group.use_same_provider else g.tree_parts)(
                 ctx, ids, stock
@@ -214,13 +216,13 @@ class Trees:
         self.groups = None if any(ids is None for ids in resolved) else resolved
         if len(request.groups) == 1:
 
-            def tree(root: int, parts: list[list[g.Part]]) -> Iterator[g.Candidate]:
+            def tree(root: int, parts: list[list[Part]]) -> Iterator[Candidate]:
                 return ((allocs, (providers,)) for allocs, providers in parts[0])
         else:
-            at: list[dict[int, list[g.Part]]] = [{} for _ in request.groups]
+            at: list[dict[int, list[Part]]] = [{} for _ in request.groups]
             combiner = combine.Combiner(ctx, request, at, [])
 
-            def tree(root: int, parts: list[list[g.Part]]) -> Iterator[g.Candidate]:
+            def tree(root: int, parts: list[list[Part]]) -> Iterator[Candidate]:
                 for holder, part in zip(at, parts, strict=True):
                     holder.clear()
                     holder[root] = part
@@ -238,7 +240,7 @@ class Trees:
             return None
         return cls(snap, request, options, names, holders, sharing, anchor_roots)
 
-    def at(self, root: int) -> list[g.Candidate]:
+    def at(self, root: int) -> list[Candidate]:
         """Every candidate anchored at `root`, as the bulk search orders them."""
         assert self.groups is not None
         if self._into is None:
@@ -326,9 +328,9 @@ def _any_unknown(names: Names, request: CandidateRequest, start: int) -> bool:
 def _merge(
     ctx: g.Context,
     request: CandidateRequest,
-    parts: list[Mapping[int, list[g.Part]]],
+    parts: list[Mapping[int, list[Part]]],
     options: Options,
-) -> list[g.Candidate]:
+) -> list[Candidate]:
     anchors = sorted(set.intersection(*(set(p) for p in parts)))
     stop = _stop(request, options)
     if options.randomize and request.limit and options.max_candidates < 0:
@@ -344,7 +346,7 @@ def _merge(
     if len(parts) == 1:
         only = parts[0]
 
-        def generate(anchor: int) -> Iterator[g.Candidate]:
+        def generate(anchor: int) -> Iterator[Candidate]:
             for allocs, providers in only[anchor]:
                 yield allocs, (providers,)
     else:
@@ -356,7 +358,7 @@ def _merge(
         stream = _round_robin(streams)
     else:
         stream = itertools.chain.from_iterable(streams)
-    found: dict[g.Candidate, None] = {}
+    found: dict[Candidate, None] = {}
     for candidate in stream:
         if candidate in found:
             continue
@@ -367,8 +369,8 @@ def _merge(
 
 
 def _by_anchor(
-    ctx: g.Context, request: CandidateRequest, parts: list[Mapping[int, list[g.Part]]]
-) -> tuple[list[int], list[g.Candidate]]:
+    ctx: g.Context, request: CandidateRequest, parts: list[Mapping[int, list[Part]]]
+) -> tuple[list[int], list[Candidate]]:
     """What `_merge` finds without a cut, with the anchor of each candidate
     (anchors in order; a candidate of sharing providers alone stays at every
     anchor it comes from)."""
@@ -383,7 +385,7 @@ def _by_anchor(
             found = [part for a in anchors for part in only[a]]
         return owners, [(allocs, (rps,)) for allocs, rps in found]
     combiner = combine.Combiner(ctx, request, parts, anchors)
-    candidates: list[g.Candidate] = []
+    candidates: list[Candidate] = []
     for anchor in combiner.worth_walking(anchors):
         here = list(dict.fromkeys(combiner.candidates(anchor)))
         owners += [anchor] * len(here)
@@ -391,7 +393,7 @@ def _by_anchor(
     return owners, candidates
 
 
-def _distinct(found: list[g.Candidate], ctx: g.Context) -> list[g.Candidate]:
+def _distinct(found: list[Candidate], ctx: g.Context) -> list[Candidate]:
     """`found` without repeats: only a candidate all of whose providers share
     can come again (from each tree they share into), so none can when some
     requested class has no sharing provider."""
@@ -400,7 +402,7 @@ def _distinct(found: list[g.Candidate], ctx: g.Context) -> list[g.Candidate]:
         any(map(sharing.__contains__, map(PROVIDER, rows))) for rows in ctx.stock.values()
     ):
         return found
-    seen: set[g.Candidate] = set()
+    seen: set[Candidate] = set()
     kept = []
     for candidate in found:
         providers = candidate[1][0]
@@ -412,7 +414,7 @@ def _distinct(found: list[g.Candidate], ctx: g.Context) -> list[g.Candidate]:
     return kept
 
 
-def _round_robin(streams: list[Iterator[g.Candidate]]) -> Iterator[g.Candidate]:
+def _round_robin(streams: list[Iterator[Candidate]]) -> Iterator[Candidate]:
     """One candidate from each anchor in turn, so a cut keeps every tree in play."""
     active = list(streams)
     while active:

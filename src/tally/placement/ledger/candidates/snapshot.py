@@ -20,7 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from tally.db import schema as t
-from tally.placement.ledger.inventory import MAX_CAPACITY
+from tally.db.schema import MAX_CAPACITY
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 IN_LIST_MAX = 1000  # other databases: a larger id set reads everything and filters here
@@ -35,6 +35,13 @@ _RPT, _RPA = t.resource_provider_traits, t.resource_provider_aggregates
 # tuples, not objects: a search over 10,000 trees reads tens of thousands.
 Stock = tuple[int, int, int, int, int, int, int]
 PROVIDER = operator.itemgetter(0)  # a stock row's provider
+
+Alloc = tuple[int, int, int]  # (provider id, class id, amount)
+# (allocs, providers): what the group takes, and the providers it maps to
+# (sorted, distinct). A plain tuple: there can be tens of thousands.
+Part = tuple[tuple[Alloc, ...], tuple[int, ...]]
+# A candidate: its allocations, and per group the providers it maps to.
+Candidate = tuple[tuple[Alloc, ...], tuple[tuple[int, ...], ...]]
 
 # A provider row: (uuid, parent id or None, root id).
 ProviderRow = tuple[str, int | None, int]

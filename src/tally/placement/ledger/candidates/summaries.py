@@ -16,9 +16,10 @@ import operator
 import random
 from typing import Any
 
-from tally.placement.ledger.candidates.groups import Candidate, Context
+from tally.placement.ledger.candidates.groups import Context
 from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.search import Options
+from tally.placement.ledger.candidates.snapshot import Candidate
 from tally.placement.ledger.candidates.view import View
 
 

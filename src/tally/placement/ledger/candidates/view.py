@@ -4,13 +4,24 @@ way."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+import contextlib
+from collections.abc import Collection, Iterable, Iterator
 from typing import TYPE_CHECKING
 
 from tally.placement.ledger.candidates.snapshot import Stock, fitting
 
 if TYPE_CHECKING:
+    import sqlalchemy as sa
+
     from tally.placement.ledger.candidates.index import Index
+
+
+@contextlib.contextmanager
+def of(index: Index, engine: sa.Engine) -> Iterator[View | None]:
+    """`index` brought up to date and held for one search, as a `View`; None when
+    the index is off (then the caller reads the database)."""
+    with index.held(engine) as on:
+        yield View(index) if on else None
 
 
 class View:

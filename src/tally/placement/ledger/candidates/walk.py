@@ -17,14 +17,13 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 
 from tally.placement.ledger.candidates import groups as g
-from tally.placement.ledger.candidates.snapshot import Stock, fitting
+from tally.placement.ledger.candidates.snapshot import Candidate, Part, Stock, fitting
 from tally.placement.ledger.candidates.view import View
 
 MIN_TREES = 200  # trees the walk may always look at
 TREES_PER_CANDIDATE = 20  # and this many more per candidate asked
 
-Candidate = tuple[tuple[g.Alloc, ...], tuple[tuple[int, ...], ...]]
-Combine = Callable[[int, list[list[g.Part]]], Iterator[Candidate]]
+Combine = Callable[[int, list[list[Part]]], Iterator[Candidate]]
 
 
 def first(
@@ -67,7 +66,7 @@ def candidates_at(
 
 def parts_at(
     ctx: g.Context, groups: list[g.GroupIds], root: int, sharing: list[int]
-) -> list[list[g.Part]] | None:
+) -> list[list[Part]] | None:
     """Each group's parts at the tree of `root` (with the sharing providers
     sharing into it); None when it cannot anchor or some group has none there."""
     assert isinstance(ctx.snap, View)
@@ -124,7 +123,7 @@ def _stock_at(
 
 def _parts_at(
     ctx: g.Context, ids: g.GroupIds, stock: dict[int, list[Stock]], root: int
-) -> list[g.Part]:
+) -> list[Part]:
     if ids.group.use_same_provider:
         by_anchor = g.same_provider_parts(ctx, ids, stock)
     else:
