@@ -226,19 +226,6 @@ def test_route_table_matches_the_placement_api(sqlite_engine):
     }
 
 
-def test_modules_stay_small():
-    """One job per module: handlers under ~300 lines, everything else under ~500."""
-    too_long = []
-    for path in sorted(SRC.rglob("*.py")):
-        if "migrations" in path.parts:
-            continue
-        limit = 300 if path.parent.name == "handlers" else 500
-        lines = len(path.read_text().splitlines())
-        if lines > limit:
-            too_long.append(f"{path.relative_to(SRC)}: {lines} > {limit}")
-    assert too_long == []
-
-
 def test_handlers_hold_no_domain_exception_handling():
     handlers = SRC / "placement" / "handlers"
     offenders = [
