@@ -38,6 +38,10 @@ def test_a_bad_row_is_left_out_not_a_500(api, engine, index_mb, corruption, capl
     cloud.provider("good", inventory={"VCPU": 8})
     cloud.provider("bad", inventory={"VCPU": 8})
     table, values = CORRUPTIONS[corruption]
+    if corruption == "ratio 1e308" and engine.dialect.name == "mysql":
+        values = {
+            "allocation_ratio": 3e38
+        }  # MySQL's FLOAT holds no more; past the bound all the same
     with engine.begin() as conn:
         bad_id = conn.execute(
             sa.select(t.resource_providers.c.id).where(

@@ -8,7 +8,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from tally.db.schema import MAX_CAPACITY, MAX_INT
+import sqlalchemy as sa
+
+from tally.db.schema import MAX_CAPACITY, MAX_INT, inventories
 
 LOWEST = {"total": 1, "reserved": 0, "min_unit": 1, "max_unit": 1, "step_size": 1}
 
@@ -48,4 +50,23 @@ def stored_fault(row: Any) -> tuple[str, str] | None:
     claim on such a row is refused rather than dividing by a step of 0)."""
     return inventory_fault(
         row.total, row.reserved, row.allocation_ratio, row.min_unit, row.max_unit, row.step_size
+    )
+
+
+def sound_inventory(inv: sa.Table | sa.Alias = inventories) -> sa.ColumnElement[bool]:
+    """`inventory_fault` is None, in SQL, for the rows of `inv`: what a search
+    reads. The capacity test divides rather than multiplies (a ratio of 1e308
+    overflows PostgreSQL's double) and by NULLIF (no division by zero)."""
+    return sa.and_(
+        inv.c.total >= 1,
+        inv.c.reserved >= 0,
+        inv.c.min_unit >= 1,
+        inv.c.min_unit <= inv.c.max_unit,
+        inv.c.step_size >= 1,
+        inv.c.allocation_ratio > 0,
+        sa.or_(
+            inv.c.total <= inv.c.reserved,
+            inv.c.allocation_ratio
+            <= sa.literal(float(MAX_CAPACITY)) / sa.func.nullif(inv.c.total - inv.c.reserved, 0),
+        ),
     )

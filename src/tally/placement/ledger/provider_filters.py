@@ -11,6 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from tally.db import schema as t
+from tally.db.row_rules import sound_inventory
 from tally.placement.ledger.common import ids_by_name
 from tally.placement.ledger.errors import BadRequest
 
@@ -140,7 +141,8 @@ def providers_with_capacity(wanted: dict[int, int]) -> sa.Select:
             inv.c.resource_class_id == class_id,
             inv.c.min_unit <= amount,
             inv.c.max_unit >= amount,
-            sa.literal(amount, sa.Integer) % inv.c.step_size == 0,
+            sa.literal(amount, sa.Integer) % sa.func.nullif(inv.c.step_size, 0) == 0,
+            sound_inventory(inv),  # a row stored against the rules is left out, not a 500
         )
         for class_id, amount in wanted.items()
     ]

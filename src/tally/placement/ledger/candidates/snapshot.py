@@ -20,6 +20,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from tally.db import schema as t
+from tally.db.row_rules import sound_inventory
 from tally.db.schema import MAX_CAPACITY
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
@@ -309,20 +310,9 @@ _PARENT = _RP.alias("parent")
 _ROOT = _RP.alias("root")
 # Inventories the ledger's rules allow (db/row_rules.py), of providers whose parent
 # and root exist: a row written behind the API's back is left out, not a 500 (and
-# `tally db check` lists it). The capacity test divides rather than multiplies: a
-# ratio of 1e308 overflows PostgreSQL's double.
+# `tally db check` lists it).
 _SOUND = sa.and_(
-    _INV.c.total >= 1,
-    _INV.c.reserved >= 0,
-    _INV.c.min_unit >= 1,
-    _INV.c.min_unit <= _INV.c.max_unit,
-    _INV.c.step_size >= 1,
-    _INV.c.allocation_ratio > 0,
-    sa.or_(
-        _INV.c.total <= _INV.c.reserved,
-        _INV.c.allocation_ratio
-        <= sa.literal(float(MAX_CAPACITY)) / sa.func.nullif(_INV.c.total - _INV.c.reserved, 0),
-    ),
+    sound_inventory(_INV),
     sa.or_(_RP.c.parent_provider_id.is_(None), _PARENT.c.id.is_not(None)),
 )
 
