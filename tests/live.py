@@ -1,7 +1,8 @@
-"""Helpers of the tests that run real servers: a free port, a live `tally serve`,
-`tally.serve.server` in a thread of the test, a quiet JSON request handler for fake
-services, and throw-away venvs of other projects' packages (cached under /tmp
-between runs)."""
+"""Helpers of the tests that run real servers: a free port, a live `tally serve` (the
+one launcher: `tally_serve` and `tally_process`, over `server_process`, which starts
+upstream's server too), `tally.serve.server` in a thread of the test, a poll with a
+deadline, a quiet JSON request handler for fake services, and throw-away venvs of
+other projects' packages (cached under /tmp between runs)."""
 
 from __future__ import annotations
 
@@ -50,6 +51,17 @@ def serving_thread(app: Callable, limits: Any = None) -> Iterator[tuple[str, Any
         thread.join(5)
 
 
+def wait_until(condition: Callable[[], object], seconds: float = 10, every: float = 0.05) -> bool:
+    """Whether `condition()` came true within `seconds`, asked every `every` seconds:
+    a state polled against a deadline, never a sleep standing in for an event."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(every)
+    return bool(condition())
+
+
 @contextlib.contextmanager
 def tally_serve(data: Path, **settings: str) -> Iterator[str]:
     """A real `tally serve` (SQLite in `data`, noauth, the lab on, its clock stopped;
@@ -61,9 +73,9 @@ def tally_serve(data: Path, **settings: str) -> Iterator[str]:
 
 @contextlib.contextmanager
 def tally_process(data: Path, **settings: str) -> Iterator[tuple[str, subprocess.Popen]]:
-    """`tally_serve`, yielding the server process too (to signal its workers)."""
+    """`tally_serve`, yielding the server process too (to signal its workers); its
+    output goes to `data/serve.log`."""
     port = free_port()
-    url = f"http://127.0.0.1:{port}"
     env = dict(
         os.environ,
         TALLY_DATA_DIR=str(data),
@@ -74,26 +86,37 @@ def tally_process(data: Path, **settings: str) -> Iterator[tuple[str, subprocess
         TALLY_LAB_TRACKER_SECONDS="0",
     )
     env.update({f"TALLY_{name.upper()}": value for name, value in settings.items()})
-    log = data / "serve.log"
+    command = [sys.executable, "-c", "from tally.cli.main import cli; cli()", "serve"]
+    with server_process(command, env, data / "serve.log", port) as found:
+        yield found
+
+
+@contextlib.contextmanager
+def server_process(
+    command: list[str], env: dict[str, str], log: Path, port: int, seconds: float = 90
+) -> Iterator[tuple[str, subprocess.Popen]]:
+    """Any HTTP server (`tally serve`, upstream Placement under gunicorn) started as
+    `command` in its own process group, listening on 127.0.0.1:`port`, its output in
+    `log`: once `GET /` answers 200, its root URL and process; stopped (with every
+    process of its group) after. The test fails, with the log's end, if it never
+    answers or exits first."""
+    url = f"http://127.0.0.1:{port}"
     with log.open("wb") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-c", "from tally.cli.main import cli; cli()", "serve"],
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
+            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
         )
     try:
-        deadline = time.monotonic() + 60
-        while True:
+
+        def answers() -> bool:
+            if proc.poll() is not None:
+                return True  # exited: no use waiting
             try:
-                if httpx.get(f"{url}/", timeout=2, trust_env=False).status_code == 200:
-                    break
+                return httpx.get(f"{url}/", timeout=2, trust_env=False).status_code == 200
             except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline or proc.poll() is not None:
-                pytest.fail(f"tally serve did not start:\n{log.read_text()[-3000:]}")
-            time.sleep(0.3)
+                return False
+
+        if not wait_until(answers, seconds, every=0.2) or proc.poll() is not None:
+            pytest.fail(f"the server at {url} did not start:\n{log.read_text()[-3000:]}")
         yield url, proc
     finally:
         with contextlib.suppress(ProcessLookupError):

@@ -12,23 +12,19 @@ host; Tally's server refuses them too, and the CLI explains its 409.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.live import free_port, throwaway_venv
+from tests.live import free_port, server_process, tally_serve, throwaway_venv
 
 RP = "6f0c3b4e-8d3a-4a55-9c2e-0e1f5a7a4d10"
 SERVER = "2d9d4c1e-5a6b-4c7d-8e9f-0a1b2c3d4e5f"
@@ -49,41 +45,6 @@ enforce_new_defaults = False
 """
 
 
-def wait_for(url: str, proc: subprocess.Popen, log: Path) -> None:
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline and proc.poll() is None:
-        try:
-            if httpx.get(url + "/", timeout=2, trust_env=False).status_code == 200:
-                return
-        except httpx.TransportError:
-            time.sleep(0.3)
-    stop(proc)
-    pytest.fail(f"server at {url} did not start:\n{log.read_text()[-3000:]}")
-
-
-def stop(proc: subprocess.Popen) -> None:
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(proc.pid, signal.SIGTERM)  # the server and its workers: a group we made
-    try:
-        proc.wait(timeout=15)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
-
-
-@contextlib.contextmanager
-def serving(command: list[str], env: dict[str, str], log: Path, url: str) -> Iterator[str]:
-    with log.open("wb") as out:
-        proc = subprocess.Popen(
-            command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
-        )
-    wait_for(url, proc, log)
-    try:
-        yield url
-    finally:
-        stop(proc)
-
-
 def install_upstream() -> Path:
     """The cached venv with upstream Placement and gunicorn."""
     return throwaway_venv(UPSTREAM_VENV, [UPSTREAM, "gunicorn"], f"upstream {UPSTREAM}")
@@ -91,12 +52,7 @@ def install_upstream() -> Path:
 
 @pytest.fixture
 def tally_server(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    env = dict(
-        os.environ, TALLY_DATA_DIR=str(tmp_path), TALLY_PORT=str(port), TALLY_DATABASE_URL=""
-    )
-    command = [sys.executable, "-c", "from tally.cli.main import cli; cli()", "serve"]
-    with serving(command, env, tmp_path / "tally.log", f"http://127.0.0.1:{port}") as url:
+    with tally_serve(tmp_path) as url:
         yield url
 
 
@@ -110,7 +66,7 @@ def upstream_server(tmp_path: Path) -> Iterator[str]:
         str(venv / "bin" / "gunicorn"), "--bind", f"127.0.0.1:{port}", "--workers", "1",
         "--chdir", str(tmp_path), "placement.wsgi.api:application",
     ]  # fmt: skip
-    with serving(command, env, tmp_path / "upstream.log", f"http://127.0.0.1:{port}") as url:
+    with server_process(command, env, tmp_path / "upstream.log", port) as (url, _proc):
         yield url
 
 

@@ -3,47 +3,23 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 import subprocess
-import sys
-import time
+from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.live import free_port
+from tests.live import tally_serve
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def live_server(tmp_path):
-    port = free_port()
-    env = dict(
-        os.environ,
-        TALLY_DATA_DIR=str(tmp_path),
-        TALLY_PORT=str(port),
-        TALLY_DATABASE_URL="",
-    )
-    tally = [sys.executable, "-c", "from tally.cli.main import cli; cli()", "serve"]
-    proc = subprocess.Popen(tally, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/", timeout=1).status_code == 200:
-                break
-        except httpx.TransportError:
-            time.sleep(0.2)
-    else:
-        proc.kill()
-        pytest.fail(f"tally serve did not start: {proc.stderr.read().decode()[-2000:]}")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=10)
+def live_server(tmp_path: Path) -> Iterator[str]:
+    with tally_serve(tmp_path) as url:
+        yield url
 
 
 def tour_script() -> str:

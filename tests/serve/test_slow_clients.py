@@ -9,7 +9,6 @@ Placement's JSON error body; a request that does not arrive in time gets a 408.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -39,13 +38,6 @@ HALF_SENT = [
     b"POST /resource_providers HTTP/1.1\r\nHost: tally\r\nx-auth-token: admin\r\n"
     b'content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n5\r\n{"nam',
 ]
-
-
-@contextlib.contextmanager
-def tally_serve(data: Path, workers: int = 1) -> Iterator[tuple[str, subprocess.Popen]]:
-    """A real `tally serve` with `workers` processes: its URL and master process."""
-    with tally_process(data, workers=str(workers)) as found:
-        yield found
 
 
 def port_of(url: str) -> int:
@@ -118,7 +110,7 @@ def chunked(body: bytes, size: int = 7) -> bytes:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     data = tmp_path_factory.mktemp("serve")
-    with tally_serve(data) as (url, _proc):
+    with tally_process(data) as (url, _proc):
         yield url, data / "serve.log"
 
 
@@ -127,7 +119,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
 
 @pytest.mark.parametrize("workers", [1, 2])
 def test_200_half_sent_requests_do_not_stop_normal_requests(tmp_path, workers):
-    with tally_serve(tmp_path, workers=workers) as (url, proc):
+    with tally_process(tmp_path, workers=str(workers)) as (url, proc):
         quiet = timed_requests(url, 20)
         idle = open_half_sent(port_of(url), IDLE_CONNECTIONS)
         try:
