@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 import uuid as uuidlib
+from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
 
-from tally.db.engine import transaction
+from tally.db.engine import WriterQueue, is_sqlite, transaction
 from tally.placement.ledger.common import lock_providers, provider_row
 from tests.builders import allocate, make_provider
+from tests.live import wait_until
 
 LOGGER = "tally.placement.inventory"
 
@@ -300,25 +301,64 @@ def test_allow_still_refuses_removal_but_not_the_shrink(api, held):
 # ---------------------------------------------------------------- one transaction
 
 
-def test_guard_sees_a_claim_that_commits_while_it_waits(api, held, engine):
+def waiting_for_a_lock(engine: sa.Engine, monkeypatch: pytest.MonkeyPatch) -> Callable[[], bool]:
+    """Asked from the thread of a writer holding a lock: whether a request of this
+    thread (the test's) is waiting for it. SQLite: it asked for its turn in the
+    writer queue, which the writer holds; PostgreSQL and MySQL: the server shows a
+    session of this database waiting for a lock."""
+    if is_sqlite(engine):
+        asked, request_thread = threading.Event(), threading.get_ident()
+        real_turn = WriterQueue.turn
+
+        def turn(queue: WriterQueue):  # noqa: ANN202
+            if threading.get_ident() == request_thread:
+                asked.set()
+            return real_turn(queue)
+
+        monkeypatch.setattr(WriterQueue, "turn", turn)
+        return asked.is_set
+    sql = LOCK_WAITS[engine.dialect.name]
+
+    def waiting() -> bool:
+        with engine.connect() as conn:
+            return conn.exec_driver_sql(sql).scalar() > 0
+
+    return waiting
+
+
+LOCK_WAITS = {
+    "postgresql": "SELECT count(*) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND wait_event_type = 'Lock'",
+    "mysql": "SELECT count(*) FROM information_schema.innodb_trx t"
+    " JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id"
+    " WHERE t.trx_state = 'LOCK WAIT' AND p.db = DATABASE()",
+}
+
+
+def test_guard_sees_a_claim_that_commits_while_it_waits(api, held, engine, monkeypatch):
     """An allocation writer holding the provider lock: the shrink waits for it
-    and then counts its allocation (SQLite: one writer; PostgreSQL: row lock)."""
+    and then counts its allocation (SQLite: one writer; PostgreSQL: row lock).
+    The writer commits only once the shrink is seen waiting for its lock."""
     rp = held["rp"]
+    client = api()
+    shrink_waits = waiting_for_a_lock(engine, monkeypatch)
     locked = threading.Event()
+    seen_waiting: list[bool] = []
 
     def claim() -> None:
         with transaction(engine, write=True) as conn:
             lock_providers(conn, [provider_row(conn, rp).id])
             allocate(conn, rp, {"VCPU": 10})
             locked.set()
-            time.sleep(0.5)
+            seen_waiting.append(wait_until(shrink_waits))  # then commit
 
     writer = threading.Thread(target=claim)
     writer.start()
     assert locked.wait(10)
-    result = put_vcpu(api(), rp, total=25)  # 20 used before the claim, 30 after
+    result = put_vcpu(client, rp, total=25)  # 20 used before the claim, 30 after
     writer.join()
-    assert result.status_code == 409
+    assert seen_waiting == [True], "the shrink did not wait for the claim's lock"
+    assert result.status_code == 409, result.text
     assert result.json["errors"][0]["usage"][0]["used"] == 30
 
 

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import fcntl
 import os
+import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import sqlalchemy as sa
@@ -71,9 +73,19 @@ def test_a_write_begins_only_when_the_queue_lets_it(engine: sa.Engine, tmp_path:
 def test_a_write_whose_turn_came_too_late_is_a_locked_database(
     engine: sa.Engine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(WriterQueue, "WAIT_SECONDS", 0.3)
+    """The queue's clock is the test's: the writer asks for its turn, the clock moves
+    past `WAIT_SECONDS` while another worker holds the lock, then the lock comes free."""
+    now = [1000.0]
+    asked = threading.Event()
+
+    def monotonic() -> float:
+        asked.set()  # (the queue reads the clock as a write asks for its turn)
+        return now[0]
+
     other = os.open(f"{tmp_path}/tally.sqlite-writers.lock", os.O_RDWR)
     fcntl.flock(other, fcntl.LOCK_EX)  # another worker's write, longer than the timeout
+    queue_module = sys.modules[WriterQueue.__module__]
+    monkeypatch.setattr(queue_module, "time", SimpleNamespace(monotonic=monotonic))
     refused: list[Exception] = []
 
     def write() -> None:
@@ -85,9 +97,12 @@ def test_a_write_whose_turn_came_too_late_is_a_locked_database(
 
     writer = threading.Thread(target=write)
     writer.start()
-    time.sleep(0.6)
-    fcntl.flock(other, fcntl.LOCK_UN)
-    os.close(other)
+    try:
+        assert asked.wait(5), "the write never asked for its turn"
+        now[0] += WriterQueue.WAIT_SECONDS + 1  # the other worker's write goes on and on
+    finally:
+        fcntl.flock(other, fcntl.LOCK_UN)
+        os.close(other)
     writer.join(5)
     assert len(refused) == 1 and isinstance(refused[0], sa.exc.TimeoutError)
     assert unavailable(refused[0])  # answered 503 with retry-after, as a locked database

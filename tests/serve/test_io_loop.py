@@ -19,7 +19,7 @@ import pytest
 
 from tally.serve import io_loop
 from tally.serve import server as serving
-from tests.live import serving_thread
+from tests.live import serving_thread, wait_until
 
 pytestmark = pytest.mark.skipif(not io_loop.available(), reason="epoll is Linux only")
 
@@ -55,16 +55,27 @@ def kept_alive(url: str, count: int) -> list[socket.socket]:
     return socks
 
 
-def wait_for(condition: Callable[[], bool], seconds: float = 10) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if condition():
-            return True
-        time.sleep(0.05)
-    return condition()
+@pytest.fixture
+def loops(monkeypatch: pytest.MonkeyPatch) -> list[io_loop.EpollLoop]:
+    """The I/O loops the servers of the test run, as they start."""
+    made: list[io_loop.EpollLoop] = []
+
+    class Seen(io_loop.EpollLoop):
+        def __init__(self, *args: Any) -> None:
+            super().__init__(*args)
+            made.append(self)
+
+    monkeypatch.setattr(io_loop, "EpollLoop", Seen)
+    return made
 
 
-def test_a_request_does_not_ask_every_idle_connection(monkeypatch):
+def settled(loops: list[io_loop.EpollLoop]) -> bool:
+    """The loop waits for a next request on every connection, and asks none of
+    them again until its socket has an event."""
+    return len(loops) == 1 and not loops[0].unsettled
+
+
+def test_a_request_does_not_ask_every_idle_connection(monkeypatch, loops):
     asked = [0]
     real_readable = serving._Channel.readable
 
@@ -76,7 +87,7 @@ def test_a_request_does_not_ask_every_idle_connection(monkeypatch):
     with serving_thread(app) as (url, _server):
         idle = kept_alive(url, IDLE)
         try:
-            time.sleep(0.2)
+            assert wait_until(lambda: settled(loops))
             asked[0] = 0
             with httpx.Client(trust_env=False) as client:
                 for _ in range(20):
@@ -90,11 +101,11 @@ def test_a_request_does_not_ask_every_idle_connection(monkeypatch):
                 sock.close()
 
 
-def test_idle_connections_answer_their_next_request():
+def test_idle_connections_answer_their_next_request(loops):
     with serving_thread(app) as (url, _server):
         idle = kept_alive(url, 50)
         try:
-            time.sleep(0.2)
+            assert wait_until(lambda: settled(loops))  # no longer asked: only epoll wakes them
             for sock in reversed(idle):
                 sock.sendall(REQUEST)
             for sock in idle:
@@ -108,10 +119,10 @@ def test_connections_closed_by_their_clients_leave_the_server():
     with serving_thread(app) as (url, server):
         before = len(server._map)
         idle = kept_alive(url, 40)
-        assert wait_for(lambda: len(server._map) == before + 40)
+        assert wait_until(lambda: len(server._map) == before + 40)
         for sock in idle[:25]:
             sock.close()
-        assert wait_for(lambda: len(server._map) == before + 15), len(server._map)
+        assert wait_until(lambda: len(server._map) == before + 15), len(server._map)
         for sock in idle[25:]:
             sock.sendall(REQUEST)
             assert answered(sock).startswith(b"HTTP/1.1 200 OK")

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from tally.serve import server as serving
-from tests.live import tally_process
+from tests.live import tally_process, wait_until
 
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 IDLE_CONNECTIONS = 200
@@ -51,6 +51,20 @@ def open_half_sent(port: int, count: int) -> list[socket.socket]:
         sock.sendall(HALF_SENT[i % len(HALF_SENT)])
         socks.append(sock)
     return socks
+
+
+def read_by_the_server(port: int, socks: list[socket.socket]) -> bool:
+    """Whether the server on `port` accepted each of `socks` and read all they sent:
+    the server's end of each connection is in the kernel's table (/proc/net/tcp)
+    with nothing left in its receive queue."""
+    ours = {sock.getsockname()[1] for sock in socks}
+    unread: dict[int, int] = {}
+    with open("/proc/net/tcp") as table:
+        for line in table.readlines()[1:]:
+            local, remote, state, queues = line.split()[1:5]
+            if state == "01" and int(local.split(":")[1], 16) == port:  # ESTABLISHED
+                unread[int(remote.split(":")[1], 16)] = int(queues.split(":")[1], 16)
+    return all(unread.get(client) == 0 for client in ours)
 
 
 def still_open(sock: socket.socket) -> bool:
@@ -123,7 +137,7 @@ def test_200_half_sent_requests_do_not_stop_normal_requests(tmp_path, workers):
         quiet = timed_requests(url, 20)
         idle = open_half_sent(port_of(url), IDLE_CONNECTIONS)
         try:
-            time.sleep(0.5)  # let the server read what they sent
+            assert wait_until(lambda: read_by_the_server(port_of(url), idle), 30)
             times = timed_requests(url, 20)
             name = f"under-load-{uuid.uuid4().hex[:8]}"
             created = httpx.post(
@@ -152,13 +166,12 @@ def assert_a_dead_worker_is_replaced(url: str, proc: subprocess.Popen) -> None:
     workers = children.read_text().split()
     assert len(workers) == 2
     os.kill(int(workers[0]), signal.SIGKILL)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
+
+    def replaced() -> bool:
         now = children.read_text().split()
-        if len(now) == 2 and workers[0] not in now:
-            break
-        time.sleep(0.2)
-    assert len(now) == 2 and workers[0] not in now
+        return len(now) == 2 and workers[0] not in now
+
+    assert wait_until(replaced, 30, every=0.2), children.read_text()
     assert max(timed_requests(url, 5)) < 10
 
 
@@ -249,8 +262,8 @@ def test_requests_past_the_server_limits_get_placement_errors(server, case):
     assert error["code"] == "placement.undefined_code"
     assert error["request_id"] == headers["openstack-request-id"]
     assert error["detail"]
-    time.sleep(0.2)
-    assert f"[{error['request_id']}] 127.0.0.1 " in log.read_text()
+    # the request log's line is written once the answer is sent: wait for it
+    assert wait_until(lambda: f"[{error['request_id']}] 127.0.0.1 " in log.read_text())
 
 
 def test_a_body_of_exactly_the_limit_reaches_the_app(server):
