@@ -1,7 +1,7 @@
 """A consumer's allocations, read and written at the session's microversion: the one
 place that knows Placement's allocation bodies (the list form before 1.12, owners from
-1.8, consumer generations from 1.28, consumer types from 1.38) and the one retry of a
-generation race (`placement.concurrent_update`), which raises when it gives up.
+1.8, consumer generations from 1.28, consumer types from 1.38), each write retried
+after a lost generation race (`races.until_won`, which raises GaveUp when it gives up).
 
 The CLI, the doctor and the lab compute all write allocations through here.
 """
@@ -12,16 +12,11 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tally.clients.errors import ClientError, PlacementError
+from tally.clients.errors import PlacementError
 from tally.clients.placement import PlacementClient
+from tally.clients.races import ATTEMPTS, until_won
 
 Allocations = dict[str, dict[str, int]]  # provider uuid -> {class: amount}
-CONCURRENT_UPDATE = "placement.concurrent_update"
-ATTEMPTS = 3
-
-
-class GaveUp(ClientError):
-    """A consumer kept changing under us: every attempt lost the generation race."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,7 +99,11 @@ def update(
     """Read the consumer, let `change` say what it should become (None: leave it),
     write that with the generation read; on a generation race read and try again.
     The consumer as written (None when nothing was); GaveUp when every try lost."""
-    return _retry(lambda: _update_once(client, uuid, change), uuid, attempts)
+    return until_won(
+        lambda: _update_once(client, uuid, change),
+        f"the allocations of consumer {uuid}",
+        attempts=attempts,
+    )
 
 
 def move(
@@ -150,7 +149,7 @@ def move(
         )
         return moving
 
-    return _retry(once, source, attempts)
+    return until_won(once, f"the allocations of consumer {source}", attempts=attempts)
 
 
 def _update_once(
@@ -163,13 +162,3 @@ def _update_once(
     wanted = dataclasses.replace(wanted, uuid=uuid, generation=current.generation)
     write(client, wanted)
     return wanted
-
-
-def _retry(attempt: Callable[[], Any], uuid: str, attempts: int) -> Any:
-    for _ in range(attempts):
-        try:
-            return attempt()
-        except PlacementError as exc:
-            if exc.code != CONCURRENT_UPDATE:
-                raise
-    raise GaveUp(f"the allocations of consumer {uuid} kept changing: gave up after {attempts}")

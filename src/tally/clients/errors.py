@@ -6,6 +6,7 @@ ClientError                 anything the client could not do
 +-- VersionUnsupported      the command needs a microversion the session does not speak
 +-- BadInput                what the caller named is not there (a server, a provider)
 +-- PlacementError          the server answered 4xx/5xx; carries its error body
++-- GaveUp                  what we wrote kept changing: every attempt lost its race
 """
 
 from __future__ import annotations
@@ -37,6 +38,11 @@ class VersionUnsupported(ClientError):
 class BadInput(ClientError):
     """What the caller asked about names nothing there (`tally heal --instance` of a
     server the compute API does not have): bad input, as nova-manage counts it."""
+
+
+class GaveUp(ClientError):
+    """What we wrote kept changing under us: every attempt lost the generation race
+    (`tally.clients.races`)."""
 
 
 class PlacementError(ClientError):

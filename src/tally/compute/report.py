@@ -15,7 +15,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 from tally.clients import allocations as allocs
-from tally.clients.errors import PlacementError
+from tally.clients import races
+from tally.clients.errors import GaveUp, PlacementError
 from tally.clients.placement import PlacementClient
 
 log = logging.getLogger("tally.compute.report")
@@ -24,6 +25,7 @@ Resources = Mapping[str, int]
 Allocations = allocs.Allocations
 DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
 BATCH = 1000  # consumers per POST /allocations
+INVENTORY_KEYS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 
 class ClaimConflict(Exception):
@@ -61,20 +63,33 @@ class ReportClient:
         return body["resource_provider_generation"], set(body["traits"])
 
     def set_disabled_trait(self, uuid: str, disabled: bool) -> bool:
-        """Add or remove COMPUTE_STATUS_DISABLED (as nova-compute does); True if changed."""
-        for _ in range(3):
+        """Add or remove COMPUTE_STATUS_DISABLED (as nova-compute does); True if
+        changed. GaveUp when every attempt lost the provider's generation race."""
+
+        def once() -> bool:
             generation, traits = self.traits(uuid)
             if (DISABLED_TRAIT in traits) == disabled:
                 return False
             wanted = traits | {DISABLED_TRAIT} if disabled else traits - {DISABLED_TRAIT}
             body = {"resource_provider_generation": generation, "traits": sorted(wanted)}
-            try:
-                self.client.put(f"/resource_providers/{uuid}/traits", body)
-                return True
-            except PlacementError as exc:
-                if exc.code != allocs.CONCURRENT_UPDATE and exc.status != 409:
-                    raise
-        return False
+            self.client.put(f"/resource_providers/{uuid}/traits", body)
+            return True
+
+        return races.until_won(once, f"the traits of provider {uuid}", race=races.any_conflict)
+
+    def update_inventories(self, uuid: str, wanted: Mapping[str, Mapping[str, Any]]) -> bool:
+        """Write `wanted` as the provider's inventory unless Placement has it already
+        (`same_inventory`); True if written. GaveUp when every attempt lost the
+        provider's generation race."""
+
+        def once() -> bool:
+            generation, current = self.inventories(uuid)
+            if same_inventory(current, wanted):
+                return False
+            self.put_inventories(uuid, generation, wanted)
+            return True
+
+        return races.until_won(once, f"the inventory of provider {uuid}")
 
     def delete_provider(self, uuid: str) -> None:
         """PlacementError (409 when allocations remain) is the caller's to judge."""
@@ -206,6 +221,18 @@ def _owned(consumer: allocs.Consumer, consumer_type: str) -> allocs.Consumer:
     )
 
 
+def same_inventory(current: Mapping[str, Mapping], wanted: Mapping[str, Mapping]) -> bool:
+    """Placement's inventory already says what `wanted` does (the same classes,
+    the same values of `INVENTORY_KEYS`)."""
+    if set(current) != set(wanted):
+        return False
+    return all(
+        float(current[rc].get(k, 0)) == float(wanted[rc][k])
+        for rc in wanted
+        for k in INVENTORY_KEYS
+    )
+
+
 def _nothing(_: str) -> bool:
     return False
 
@@ -215,7 +242,7 @@ def _conflicts() -> Iterator[None]:
     """A 409 from Placement, or a generation race lost every time: ClaimConflict."""
     try:
         yield
-    except allocs.GaveUp as exc:
+    except GaveUp as exc:
         raise ClaimConflict(str(exc)) from exc
     except PlacementError as exc:
         if exc.status == 409:

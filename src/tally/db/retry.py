@@ -13,12 +13,12 @@ from __future__ import annotations
 import functools
 import logging
 import random
-import time
 from collections.abc import Callable
 from typing import TypeVar
 
 import sqlalchemy as sa
 
+import tally.retrying
 from tally import counts
 from tally.db.engine import transaction
 
@@ -97,26 +97,37 @@ def retried(
     gave_up: Callable[[], Exception] = lambda: ConflictsPersisted(),
     also: tuple[type[Exception], ...] = (),
 ) -> T:
-    """The one retry loop of every write: `attempt()` (which runs its own write
-    transactions, whole) again after a race the database resolved by aborting it
-    or one of `also`, after a short jittered pause that doubles each time; each
-    run again counted in /metrics (`tally_database_retries_total`)."""
-    limit = max(1, retries)
-    for run in range(1, limit + 1):
-        try:
-            return attempt()
-        except also as exc:
-            LOG.debug("write raced another writer (%s); retrying", type(exc).__name__)
-        except sa.exc.DBAPIError as exc:
-            if not _retriable(exc):
-                raise
-            LOG.debug("write hit %s; retrying", exc.orig)
-        if run < limit:
-            counts.database_retry()
-            pause = min(BACKOFF_MAX_SECONDS, BACKOFF_SECONDS * 2 ** (run - 1))
-            time.sleep(random.uniform(0, pause))
-    LOG.warning("write gave up after %d attempts", limit)
-    raise gave_up()
+    """The one retry loop of every write (`tally.retrying.retried`): `attempt()`
+    (which runs its own write transactions, whole) again after a race the database
+    resolved by aborting it or one of `also`, after a short jittered pause that
+    doubles each time; each run again counted in /metrics
+    (`tally_database_retries_total`)."""
+
+    def raced(exc: Exception) -> bool:
+        return isinstance(exc, also) or _retriable(exc)
+
+    def again(exc: Exception) -> None:
+        LOG.debug("write raced another writer (%s); retrying", getattr(exc, "orig", exc))
+        counts.database_retry()
+
+    def given_up(_exc: Exception) -> Exception:
+        LOG.warning("write gave up after %d attempts", max(1, retries))
+        return gave_up()
+
+    return tally.retrying.retried(
+        attempt,
+        attempts=retries,
+        on=(*also, sa.exc.DBAPIError),
+        when=raced,
+        gave_up=given_up,
+        before_again=again,
+        pause=_backoff,
+    )
+
+
+def _backoff(run: int) -> float:
+    """Jittered, doubling from `BACKOFF_SECONDS` up to `BACKOFF_MAX_SECONDS`."""
+    return random.uniform(0, min(BACKOFF_MAX_SECONDS, BACKOFF_SECONDS * 2 ** (run - 1)))
 
 
 def retrying(function: Callable[..., T]) -> Callable[..., T]:
@@ -130,8 +141,10 @@ def retrying(function: Callable[..., T]) -> Callable[..., T]:
     return run
 
 
-def _retriable(exc: sa.exc.DBAPIError) -> bool:
+def _retriable(exc: Exception) -> bool:
     """A deadlock or serialization failure the database resolved by aborting us."""
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return False
     pgcode, mysql_errno = _codes(exc)
     return pgcode in _RETRIABLE_PGCODES or mysql_errno in _RETRIABLE_MYSQL_ERRNOS
 

@@ -13,7 +13,7 @@ import uuid as uuidlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tally.clients.errors import PlacementError
+from tally.clients.errors import GaveUp, PlacementError
 from tally.compute.context import Lab
 from tally.compute.errors import BadRequest, Conflict, NotFound
 from tally.compute.ops import moves
@@ -35,7 +35,6 @@ HOST_DEFAULTS: dict[str, Any] = {
     "reserved_disk_gb": 0,
 }
 CONFIG_KEYS = tuple(HOST_DEFAULTS)
-INVENTORY_KEYS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
 
 def inventory_of(host: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
@@ -98,16 +97,16 @@ def add_hosts(lab: Lab, specs: Iterable[Mapping[str, Any]]) -> list[dict[str, An
             updated_at=now,
         )
     store.create(lab.engine, rows)
-    for row in rows:
-        _report_new(lab, row)
+    reported = [row["uuid"] for row in rows if _report_new(lab, row)]
+    store.mark_reported(lab.engine, reported, lab.now())  # the others: due at once
     uuids = [r["uuid"] for r in rows]
-    store.mark_reported(lab.engine, uuids, lab.now())
     found = {h["uuid"]: h for h in store.listing(lab.engine, uuids=uuids)}
     return [found.get(u) for u in uuids]
 
 
-def _report_new(lab: Lab, host: dict[str, Any]) -> None:
-    """First report of a new host: create its provider, then its inventory."""
+def _report_new(lab: Lab, host: dict[str, Any]) -> bool:
+    """First report of a new host: create its provider, then its inventory. False
+    (logged) when Placement refused."""
     try:
         lab.placement.client.post(
             "/resource_providers", {"uuid": host["provider_uuid"], "name": host["name"]}
@@ -117,11 +116,15 @@ def _report_new(lab: Lab, host: dict[str, Any]) -> None:
         log.error(
             "Failed to report compute node %s (%s): %s", host["name"], host["provider_uuid"], exc
         )
+        return False
+    return True
 
 
 def report(lab: Lab, host: Mapping[str, Any]) -> dict[str, Any]:
     """One resource tracker run for a host that is up: provider, inventory, the
-    COMPUTE_STATUS_DISABLED trait. Returns what it did."""
+    COMPUTE_STATUS_DISABLED trait. Returns what it did; a run that failed (Placement
+    refused, or every write lost its generation race) says why in `error` and
+    leaves the host due, so the clock's next beat runs it again."""
     result: dict[str, Any] = {
         "host": host["name"],
         "provider": host["provider_uuid"],
@@ -132,22 +135,11 @@ def report(lab: Lab, host: Mapping[str, Any]) -> dict[str, Any]:
         result["error"] = "compute service is down"
         return result
     rp = host["provider_uuid"]
-    wanted = inventory_of(host)
     try:
         lab.placement.ensure_provider(rp, host["name"])
-        for _ in range(3):
-            generation, current = lab.placement.inventories(rp)
-            if _same(current, wanted):
-                break
-            try:
-                lab.placement.put_inventories(rp, generation, wanted)
-                result["inventory_written"] = True
-                break
-            except PlacementError as exc:
-                if exc.code != "placement.concurrent_update":
-                    raise
+        result["inventory_written"] = lab.placement.update_inventories(rp, inventory_of(host))
         lab.placement.set_disabled_trait(rp, bool(host["disabled"]))
-    except PlacementError as exc:
+    except (PlacementError, GaveUp) as exc:  # refused, or every race lost
         log.warning(
             "Failed to update inventory for resource provider %s (host %s): %s",
             rp,
@@ -155,18 +147,9 @@ def report(lab: Lab, host: Mapping[str, Any]) -> dict[str, Any]:
             exc,
         )
         result["error"] = str(exc)
+        return result
     store.mark_reported(lab.engine, [host["uuid"]], lab.now())
     return result
-
-
-def _same(current: Mapping[str, Mapping], wanted: Mapping[str, Mapping]) -> bool:
-    if set(current) != set(wanted):
-        return False
-    return all(
-        float(current[rc].get(k, 0)) == float(wanted[rc][k])
-        for rc in wanted
-        for k in INVENTORY_KEYS
-    )
 
 
 def run_tracker(lab: Lab, host: str | None = None) -> list[dict[str, Any]]:
@@ -228,7 +211,7 @@ def update_service(
     if not host["forced_down"] and status is not None:
         try:
             lab.placement.set_disabled_trait(host["provider_uuid"], bool(host["disabled"]))
-        except PlacementError as exc:
+        except (PlacementError, GaveUp) as exc:
             log.warning("Could not update the status trait of %s: %s", host["name"], exc)
     if restarted:
         report(lab, host)

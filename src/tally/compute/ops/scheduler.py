@@ -11,15 +11,17 @@ with POST /allocations, up to a thousand consumers a request.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from tally.compute.context import Lab
 from tally.compute.errors import NoValidHost
 from tally.compute.report import ClaimConflict
 from tally.compute.store import hosts as host_store
+from tally.retrying import retried
 
 ATTEMPTS = 3
+T = TypeVar("T")
 
 
 def select(
@@ -80,24 +82,23 @@ def claim_new(
     forced_host: Mapping[str, Any] | None = None,
 ) -> dict[str, str]:
     """Place and claim new servers: consumer -> provider uuid (all or none)."""
-    for _ in range(ATTEMPTS):
+
+    def once() -> dict[str, str]:
         picks = select(lab, resources, len(consumers), forced_host=forced_host)
-        try:
-            if len(consumers) == 1:
-                lab.placement.claim(
-                    consumers[0], {picks[0]: dict(resources)}, project, user, "INSTANCE"
-                )
-            else:
-                lab.placement.claim_many(
-                    {
-                        c: ({rp: dict(resources)}, project, user, "INSTANCE")
-                        for c, rp in zip(consumers, picks, strict=True)
-                    }
-                )
-            return dict(zip(consumers, picks, strict=True))
-        except ClaimConflict:
-            continue
-    raise NoValidHost()
+        if len(consumers) == 1:
+            lab.placement.claim(
+                consumers[0], {picks[0]: dict(resources)}, project, user, "INSTANCE"
+            )
+        else:
+            lab.placement.claim_many(
+                {
+                    c: ({rp: dict(resources)}, project, user, "INSTANCE")
+                    for c, rp in zip(consumers, picks, strict=True)
+                }
+            )
+        return dict(zip(consumers, picks, strict=True))
+
+    return _until_claimed(once)
 
 
 def claim_destination(
@@ -111,21 +112,26 @@ def claim_destination(
 ) -> str:
     """The instance's claim on a move's destination (its source allocation is the
     migration's by now; an evacuation `keep`s it on the instance as well)."""
-    for _ in range(ATTEMPTS):
+
+    def once() -> str:
         rp = select(lab, resources, 1, forced_host=forced_host, exclude=exclude)[0]
         found = lab.placement.allocations(server["uuid"])
         wanted = {p: dict(r) for p, r in (keep or {}).items()}
         wanted[rp] = dict(resources)
-        try:
-            lab.placement.claim(
-                server["uuid"],
-                wanted,
-                server["project_id"],
-                server["user_id"],
-                "INSTANCE",
-                found.get("consumer_generation"),
-            )
-            return rp
-        except ClaimConflict:
-            continue
-    raise NoValidHost()
+        lab.placement.claim(
+            server["uuid"],
+            wanted,
+            server["project_id"],
+            server["user_id"],
+            "INSTANCE",
+            found.get("consumer_generation"),
+        )
+        return rp
+
+    return _until_claimed(once)
+
+
+def _until_claimed(once: Callable[[], T]) -> T:
+    """A claim another claim beat (ClaimConflict) is placed afresh and tried again,
+    `ATTEMPTS` times in all; then NoValidHost."""
+    return retried(once, attempts=ATTEMPTS, on=(ClaimConflict,), gave_up=lambda _: NoValidHost())

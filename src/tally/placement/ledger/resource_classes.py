@@ -23,11 +23,11 @@ import sqlalchemy as sa
 from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import is_sqlite, transaction
-from tally.db.retry import retrying
+from tally.db.retry import retried, retrying
 from tally.placement.ledger.common import has_rows, row_by_name, utcnow
 from tally.placement.ledger.errors import BadRequest, Conflict, NotFound
 
-RETRIES = 10
+RETRIES = 10  # runs of a create whose new id another writer took, in all
 
 rc = t.resource_classes
 
@@ -107,30 +107,40 @@ def _lookup(engine: sa.Engine, name: str) -> ResourceClass | None:
         return _find(conn, name)
 
 
-@retrying
+class _IdTaken(Exception):  # noqa: N818 (a race to run again, not an error)
+    """A concurrent writer inserted the id we picked (not our name): run again."""
+
+
 def ensure_class(engine: sa.Engine, name: str, *, must_be_new: bool) -> tuple[ResourceClass, bool]:
     """Create the custom class `name`; `(class, created)`.
 
     With `must_be_new` an existing class is a 409; otherwise it is returned
     as it is (the create-or-confirm PUT of 1.7).
     """
-    for _ in range(RETRIES):
+
+    def attempt() -> tuple[ResourceClass, bool]:
         try:
             with transaction(engine, write=True) as conn:
                 existing = _find(conn, name)
                 if existing is None:
                     return _insert(conn, name), True
         except sa.exc.IntegrityError:
-            # A concurrent writer took our id (retry) or created the same name.
+            # A concurrent writer took our id (run again) or created the same name.
             existing = _lookup(engine, name)
             if existing is None:
-                continue
+                raise _IdTaken() from None
         if must_be_new:
             raise Conflict(f"Conflicting resource class already exists: {name}")
         return existing, False
-    raise Conflict(
-        "Max retries of DB transaction exceeded attempting to create resource class: "
-        f"{name}, please try again."
+
+    return retried(
+        attempt,
+        retries=RETRIES,
+        also=(_IdTaken,),
+        gave_up=lambda: Conflict(
+            "Max retries of DB transaction exceeded attempting to create resource class: "
+            f"{name}, please try again."
+        ),
     )
 
 
