@@ -51,6 +51,13 @@ def body(allocations: dict, generation: int | None = None, **extra: object) -> d
     }
 
 
+def detail(result, code: str) -> str:
+    """The detail of the answer's error, whose Placement error code must be `code`."""
+    error = result.json["errors"][0]
+    assert error["code"] == code, error
+    return error["detail"]
+
+
 def usage(client: PlacementClient, rp: str) -> dict:
     return client.simulate_get(f"/resource_providers/{rp}/usages").json["usages"]
 
@@ -204,6 +211,7 @@ def test_capacity_counts_reserved_and_allocation_ratio(api, engine):
     assert first.status_code == 204
     second = client.simulate_put(f"/allocations/{uuid.uuid4()}", json=body({rp: {"VCPU": 3}}))
     assert second.status_code == 409  # capacity (4 - 1) * 2 = 6
+    assert "Unable to allocate inventory" in detail(second, "placement.undefined_code")
     third = client.simulate_put(f"/allocations/{uuid.uuid4()}", json=body({rp: {"VCPU": 2}}))
     assert third.status_code == 204
 
@@ -236,29 +244,44 @@ def test_post_is_atomic_and_empty_allocations_remove(api, engine):
     def post(data: dict) -> int:
         return client.simulate_post("/allocations", json=data).status_code
 
+    def refused(data: dict, code: str) -> str:
+        result = client.simulate_post("/allocations", json=data)
+        assert result.status_code == 409, result.text
+        return detail(result, code)
+
     assert post({c1: body({rp1: {"VCPU": 2}}), c2: body({rp2: {"VCPU": 2}})}) == 204
     # c3 does not fit: nothing of this request lands, not even c1's change.
-    assert post({c1: body({rp1: {"VCPU": 1}}, 1), c3: body({rp2: {"VCPU": 3}})}) == 409
+    too_big = {c1: body({rp1: {"VCPU": 1}}, 1), c3: body({rp2: {"VCPU": 3}})}
+    assert "Unable to allocate inventory" in refused(too_big, "placement.undefined_code")
     assert (usage(client, rp1), usage(client, rp2)) == ({"VCPU": 2}, {"VCPU": 2})
     # Move c1 to rp2 while emptying c2 in one go.
     assert post({c1: body({rp2: {"VCPU": 4}}, 1), c2: body({}, 1)}) == 204
     assert (usage(client, rp1), usage(client, rp2)) == ({"VCPU": 0}, {"VCPU": 4})
     assert client.simulate_get(f"/allocations/{c2}").json == {"allocations": {}}
     # A generation conflict on any consumer refuses the whole request.
-    assert post({c1: body({}, 2), c3: body({rp1: {"VCPU": 1}}, 4)}) == 409
+    stale = {c1: body({}, 2), c3: body({rp1: {"VCPU": 1}}, 4)}
+    assert "consumer generation conflict" in refused(stale, "placement.concurrent_update")
     assert usage(client, rp2) == {"VCPU": 4}
 
 
 def test_post_microversions(api, engine):
     rp = provider_with_inventory(engine, VCPU=4)
     data = {str(uuid.uuid4()): {"allocations": {rp: {"resources": {"VCPU": 1}}}}}
-    assert api("1.12").simulate_post("/allocations", json=data).status_code == 404
+    early = api("1.12").simulate_post("/allocations", json=data)
+    assert early.status_code == 404
     wrong = api("1.13").simulate_get("/allocations")
     assert wrong.status_code == 405 and wrong.headers["allow"] == "POST"
+    for refused in (early, wrong):  # error codes came with 1.23
+        assert "code" not in refused.json["errors"][0]
     # 1.13 wants project and user; 1.28 a generation; 1.38 a type.
-    assert api("1.13").simulate_post("/allocations", json=data).status_code == 400
+    unowned = api("1.13").simulate_post("/allocations", json=data)
+    assert unowned.status_code == 400
+    assert "'project_id' is a required property" in unowned.json["errors"][0]["detail"]
     owned = {c: dict(b, project_id="p", user_id="u") for c, b in data.items()}
-    assert api("1.28").simulate_post("/allocations", json=owned).status_code == 400
+    ungenerated = api("1.28").simulate_post("/allocations", json=owned)
+    assert ungenerated.status_code == 400
+    missing = "'consumer_generation' is a required property"
+    assert missing in detail(ungenerated, "placement.undefined_code")
     assert api("1.13").simulate_post("/allocations", json=owned).status_code == 204
 
 
@@ -352,7 +375,9 @@ def test_consumer_types_from_1_38(api, engine):
 def test_mappings_accepted_from_1_34(api, engine):
     rp = provider_with_inventory(engine, VCPU=8)
     payload = body({rp: {"VCPU": 1}}, mappings={"_CPU": [rp]})
-    assert api("1.33").simulate_put(f"/allocations/{uuid.uuid4()}", json=payload).status_code == 400
+    early = api("1.33").simulate_put(f"/allocations/{uuid.uuid4()}", json=payload)
+    assert early.status_code == 400
+    assert "'mappings' was unexpected" in detail(early, "placement.undefined_code")
     assert api("1.34").simulate_put(f"/allocations/{uuid.uuid4()}", json=payload).status_code == 204
 
 

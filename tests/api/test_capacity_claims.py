@@ -297,16 +297,18 @@ def test_a_sharing_provider_that_runs_out_is_named(small: World) -> None:
 
 
 @pytest.mark.parametrize(
-    "args",
+    ("args", "why"),
     [
-        (),
-        ("--resource", "VCPU"),
-        ("--resource", "VCPU=0"),
-        ("--flavor", "x", "--resource", "VCPU=1"),
+        ((), "give either --flavor NAME or --resource CLASS=N,..."),
+        (("--resource", "VCPU"), "Invalid value for --resource: 'VCPU' is not CLASS=N or CLASS:N"),
+        (("--resource", "VCPU=0"), "'VCPU=0': the amount must be at least 1"),
+        (("--flavor", "x", "--resource", "VCPU=1"), "give either --flavor NAME or --resource"),
     ],
 )
-def test_bad_input_exits_127(small: World, args: tuple[str, ...]) -> None:
-    assert invoke(small, *args).exit_code == 127
+def test_bad_input_exits_127(small: World, args: tuple[str, ...], why: str) -> None:
+    result = invoke(small, *args)
+    assert result.exit_code == 127
+    assert why in result.stderr.splitlines()[-1]
 
 
 def test_nothing_fits_exits_1(small: World) -> None:

@@ -255,8 +255,12 @@ def test_stale_generation_is_409_concurrent_update(api, rp):
 
 
 def test_generation_conflict_before_capacity_check(api, rp):
+    """A stale generation is answered first (upstream's order): the 409 of a
+    concurrent update, not the 400 of reserved above total."""
     result = put_all(api(), rp, 7, {"VCPU": {"total": 8, "reserved": 9}})
     assert result.status_code == 409
+    assert error(result)["code"] == "placement.concurrent_update"
+    assert "resource provider generation conflict" in error(result)["detail"]
 
 
 # ---------------------------------------------------------------- validation

@@ -289,3 +289,7 @@ def test_oversized_body_is_413(make_client):
     client = make_client(max_body_bytes=50)
     result = client.simulate_post("/resource_providers", json={"name": "x" * 60})
     assert result.status_code == 413
+    error = result.json["errors"][0]
+    assert error["title"] == "Request Entity Too Large"
+    assert error["code"] == "placement.undefined_code"
+    assert "50 bytes" in error["detail"]

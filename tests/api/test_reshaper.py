@@ -445,7 +445,10 @@ def test_an_already_over_capacity_class_may_be_kept(api, engine, host):
         conn.execute(t.inventories.update().where(t.inventories.c.total == 4).values(total=2))
     client = api(V, over_capacity="refuse")
     body = _shrink_root_vgpu(host, 2, vm1_vgpu=True)
-    assert post(client, body).status_code == 204
+    result = post(client, body)
+    assert result.status_code == 204, result.text
+    assert inventory(client, host["root"])["inventories"]["VGPU"]["total"] == 2
+    assert usages(client, host["root"])["VGPU"] == 3  # still over, as before
 
 
 # ---------------------------------------------------------------- microversions and schema
@@ -493,6 +496,8 @@ def test_post_only(api):
 def test_json_only(api, host):
     result = api(V).simulate_post("/reshaper", body="inventories=1", content_type="text/plain")
     assert result.status_code == 415
+    assert error(result)["code"] == "placement.undefined_code"
+    assert "text/plain is not supported" in error(result)["detail"]
 
 
 @pytest.mark.parametrize(
@@ -557,6 +562,8 @@ def test_admin_only(api, host):
         "/reshaper", json=move_vgpu(host), headers={"x-auth-token": "user"}
     )
     assert result.status_code == 403
+    assert error(result)["code"] == "placement.undefined_code"
+    assert "placement:reshaper:reshape" in error(result)["detail"]
 
 
 # ---------------------------------------------------------------- concurrency
