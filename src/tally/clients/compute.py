@@ -18,7 +18,6 @@ from tally.clients.errors import ClientError, ConfigurationError, Unreachable
 from tally.clients.http import http_client
 
 CLIENT_MAX_VERSION = (2, 96)
-DEFAULT_VERSION = "2.96"
 USER_AGENT = "tally-compute-client"
 NO_COMPUTE = (
     "no compute API at {url} ({why}): give the compute endpoint with --compute-url "

@@ -281,7 +281,6 @@ def migration_view(req: falcon.Request, m: Mapping[str, Any]) -> dict[str, Any]:
 
 
 LIVE_IN_PROGRESS = ("accepted", "queued", "preparing", "running")
-GIB = 1024**3
 
 
 def server_migration_view(req: falcon.Request, m: Mapping[str, Any], ram_mb: int) -> dict:

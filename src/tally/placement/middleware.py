@@ -7,7 +7,6 @@ every answer (request id, microversion echo, `vary`) are added there.
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import re
 import time
@@ -30,7 +29,6 @@ from tally.placement.ledger.errors import (
 )
 from tally.placement.schemas import domain
 
-REQUEST_ID: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 request_log = logging.getLogger("tally.requestlog")
 
 UNAUTHENTICATED_PATHS = frozenset({"/", ""})
@@ -52,7 +50,6 @@ class RequestIdAndLog:
         req.context.global_request_id = inbound if GLOBAL_REQUEST_ID.match(inbound) else None
         req.context.started = time.monotonic()
         req.context.version = None
-        REQUEST_ID.set(req.context.request_id)
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, ok: bool

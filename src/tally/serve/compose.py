@@ -63,7 +63,6 @@ class Server(Mount):
     """The composed WSGI app; `lab` is the compute's Lab (None with the lab off)."""
 
     lab: Any = None
-    placement_client: Any = None
 
 
 def create_server(settings: Settings, engine: sa.Engine | None = None) -> Server:
@@ -151,7 +150,6 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
         }
     server = Server(root, mounts)
     server.lab = Lab(engine=engine, settings=settings, placement=report)
-    server.placement_client = client
     return server
 
 
@@ -182,7 +180,7 @@ def _edge(settings: Settings, server: Server) -> Server:
     # The page's token cookie becomes x-auth-token before anything checks tokens
     # (under /tally/ui only: the Placement API never takes a cookie).
     wrapped = Server(CookieToken(front), {})
-    wrapped.lab, wrapped.placement_client = server.lab, server.placement_client
+    wrapped.lab = server.lab
     return wrapped
 
 

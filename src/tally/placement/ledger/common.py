@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from tally.db import journal
 from tally.db import schema as t
 from tally.db.engine import at_commit, is_sqlite
-from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, NotFound
+from tally.placement.ledger.errors import ConcurrentUpdate, NotFound
 
 
 def utcnow() -> dt.datetime:
@@ -148,12 +148,6 @@ def newest_stamp(bind: sa.Connection | sa.Engine, raw: Iterable) -> dt.datetime 
     return convert(newest) if convert is not None else newest
 
 
-_CLASS_IDS = sa.select(t.resource_classes.c.name, t.resource_classes.c.id).where(
-    t.resource_classes.c.name.in_(sa.bindparam("names", expanding=True))
-)
-_CLASS_NAMES = sa.select(t.resource_classes.c.id, t.resource_classes.c.name)
-
-
 def provider_row(
     conn: sa.Connection, uuid: str, *, for_update: bool = False, missing: str | None = None
 ) -> sa.Row:
@@ -195,21 +189,3 @@ def bump_generation(
         )
     journal.touch(conn, (provider_id,))
     return seen + 1
-
-
-def resource_class_ids(conn: sa.Connection, names: list[str] | set[str]) -> dict[str, int]:
-    """Ids of resource classes by name; 400 naming the first unknown class."""
-    names = set(names)
-    if not names:
-        return {}
-    rows = conn.execute(_CLASS_IDS, {"names": list(names)}).all()
-    found = {row.name: row.id for row in rows}
-    for name in sorted(names):
-        if name not in found:
-            raise BadRequest(f"Unknown resource class in inventory or request: {name}")
-    return found
-
-
-def resource_class_names(conn: sa.Connection) -> dict[int, str]:
-    """Every resource class name by id."""
-    return {row.id: row.name for row in conn.execute(_CLASS_NAMES)}

@@ -5,7 +5,6 @@ single error handler turns any of them into Placement's error body.
     +-- BadRequest (400)                 malformed input; `code` may be a query code
     +-- Forbidden (403)
     +-- NotFound (404)
-    |   +-- ProviderNotFound (404)      placement.resource_provider.not_found (in some places)
     +-- MethodNotAllowed (405)
     +-- NotAcceptable (406)
     +-- Conflict (409)
@@ -53,10 +52,6 @@ class Forbidden(TallyError):
 
 class NotFound(TallyError):
     status, title = 404, "Not Found"
-
-
-class ProviderNotFound(NotFound):
-    code = codes.RESOURCE_PROVIDER_NOT_FOUND
 
 
 class MethodNotAllowed(TallyError):
