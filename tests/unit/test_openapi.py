@@ -1,7 +1,13 @@
 """GET /openapi.json: the API at each microversion, as OpenAPI 3.1, generated from
-the route table and the schemas the handlers validate with."""
+the route table (`app.ROUTES`) and the one schema table the handlers validate
+with (`schemas.table`). The expectations are drawn from those two tables: a
+schema is added in its row and nowhere else, and a route without its operations
+in the schema table fails here."""
 
 from __future__ import annotations
+
+import re
+import uuid
 
 import falcon.inspect
 import falcon.testing
@@ -10,10 +16,10 @@ import schemathesis
 
 from tally.config import Settings
 from tally.placement import microversion
-from tally.placement.app import create_app
-from tally.placement.schemas import allocations as allocation_schemas
-from tally.placement.schemas import candidates as candidate_schemas
-from tally.placement.schemas import providers as provider_schemas
+from tally.placement.app import ROUTES, create_app
+from tally.placement.handlers import common
+from tally.placement.schemas.operation import Operation, Rows, at
+from tally.placement.schemas.table import OPERATIONS
 
 # Every operation of the route table, with the microversion it appeared in (the
 # Placement API reference); the document at 1.x lists exactly those up to 1.x.
@@ -145,34 +151,121 @@ def test_the_document_is_open_without_a_token(sqlite_engine, strategy):
     assert doc["security"] == [{"token": []}]
 
 
-def test_request_schemas_are_the_ones_the_handlers_validate_with(app):
+def served_at(path: str, method: str, version: str) -> bool:
+    """Whether the route table's responder answers at `version` (its `since` gate)."""
+    resource = dict(ROUTES)[path]
+    gate = getattr(getattr(resource, f"on_{method.lower()}"), "version_gate", None)
+    return gate is None or gate(microversion.as_tuple(version))
+
+
+def test_the_schema_table_holds_exactly_the_operations_of_the_route_table(app):
+    served = {
+        (m.method, route.path)
+        for route in falcon.inspect.inspect_routes(app)
+        for m in route.methods
+        if not m.internal
+    }
+    assert set(OPERATIONS) == served
+
+
+def rows_of(op: Operation) -> dict[str, Rows]:
+    return {"answers": op.answers, "query": op.query, "body": op.body}
+
+
+def test_rows_are_oldest_first_and_cover_every_served_microversion():
+    for (method, path), op in OPERATIONS.items():
+        for field, rows in rows_of(op).items():
+            firsts = [first for first, _ in rows]
+            assert firsts == sorted(set(firsts)), (method, path, field)
+            for version in microversion.VERSIONS:
+                if rows and served_at(path, method, version):
+                    at(rows, microversion.as_tuple(version))  # no LookupError
+
+
+def test_the_document_says_what_the_schema_table_says(app):
     for version in microversion.VERSIONS:
         v = microversion.as_tuple(version)
         paths = document(app, version)["paths"]
+        for (method, path), op in OPERATIONS.items():
+            if not served_at(path, method, version):
+                continue
+            found = paths[path][method.lower()]
+            body = op.body_at(v)
+            if body is None:
+                assert "requestBody" not in found
+            else:
+                assert found["requestBody"]["content"]["application/json"]["schema"] == body
+            params = {(p["in"], p["name"]): p for p in found.get("parameters", ())}
+            query = op.query_at(v) or {}
+            for name, schema in query.get("properties", {}).items():
+                assert params.pop(("query", name))["schema"] == schema
+            if "patternProperties" in query:
+                groups = params.pop(("query", "request_groups"))
+                assert groups["schema"]["patternProperties"] == query["patternProperties"]
+                assert groups["style"] == "form" and groups["explode"] is True
+            for name in re.findall(r"{(\w+)}", path):
+                schema = params.pop(("path", name))["schema"]
+                assert schema == op.path.get(name, schema)
+            assert [kind for kind, _ in params] in ([], ["header"]), (method, path)
+            answers = {
+                int(status): answer.get("content", {}).get("application/json", {}).get("schema")
+                for status, answer in found["responses"].items()
+                if status.startswith("2")
+            }
+            assert answers == op.answers_at(v), (method, path, version)
 
-        def body(path: str, method: str, paths=paths) -> dict:
-            return paths[path][method]["requestBody"]["content"]["application/json"]["schema"]
 
-        assert body("/resource_providers", "post") == provider_schemas.for_version(
-            provider_schemas.POST, v
-        )
-        assert body("/allocations/{consumer_uuid}", "put") == allocation_schemas.pick(
-            allocation_schemas.PUT_SCHEMAS, v
-        )
-        listing = paths["/resource_providers"]["get"]["parameters"]
-        query = provider_schemas.for_version(provider_schemas.LIST_QUERY, v)
-        assert {p["name"]: p["schema"] for p in listing if p["in"] == "query"} == query[
-            "properties"
-        ]
-        if v >= (1, 25):
-            groups = next(
-                p
-                for p in paths["/allocation_candidates"]["get"]["parameters"]
-                if p["name"] == "request_groups"
-            )
-            expected = candidate_schemas.for_version(candidate_schemas.GET_QUERY, v)
-            assert groups["schema"]["patternProperties"] == expected["patternProperties"]
-            assert groups["style"] == "form" and groups["explode"] is True
+def first_in_effect(rows: Rows, method: str, path: str) -> dict[int, str]:
+    """Row index -> the first microversion the operation answers with that row in effect."""
+    found: dict[int, str] = {}
+    for version in microversion.VERSIONS:
+        if rows and served_at(path, method, version):
+            v = microversion.as_tuple(version)
+            index = max(i for i, (first, _) in enumerate(rows) if v >= first)
+            found.setdefault(index, version)
+    return found
+
+
+def test_handlers_validate_with_the_row_of_their_microversion(make_client, monkeypatch):
+    """Each row of a body or query table, at the first microversion it is in
+    effect: the handler validates with that very schema (and refuses what it refuses)."""
+    client = make_client()
+    provider = client.simulate_post("/resource_providers", json={"name": "p"}).json["uuid"]
+    fill = {"uuid": provider, "consumer_uuid": str(uuid.uuid4())}
+    fill |= {"resource_class": "VCPU", "name": "CUSTOM_GOLD"}
+    seen: list[dict] = []
+    validate = common.validate
+
+    def spy(data, schema, *args):
+        seen.append(schema)
+        return validate(data, schema, *args)
+
+    monkeypatch.setattr(common, "validate", spy)
+    checked = 0
+    for (method, path), op in OPERATIONS.items():
+        url = path.format(**fill)
+        for field in ("body", "query"):
+            rows = getattr(op, field)
+            for index, version in first_in_effect(rows, method, path).items():
+                schema = rows[index][1]
+                if schema is None:
+                    continue
+                seen.clear()
+                found = client.simulate_request(
+                    method,
+                    url,
+                    headers={"openstack-api-version": f"placement {version}"},
+                    **(
+                        {"body": b'"no document"', "content_type": "application/json"}
+                        if field == "body"
+                        else {"query_string": "not_a_parameter=1"}
+                    ),
+                )
+                where = (method, path, field, version)
+                assert found.status_code == 400, (where, found.text)
+                assert [s for s in seen if s is schema] == [schema], where
+                checked += 1
+    assert checked >= 30
 
 
 def test_operations_name_the_microversion_and_answer_placement_errors(app):

@@ -12,14 +12,14 @@ from typing import Any
 import falcon
 
 from tally.placement.context import Service
-from tally.placement.handlers.common import cache_headers, read_json, since, validate
+from tally.placement.handlers.common import cache_headers, checked_body, read_json, since
 from tally.placement.ledger import aggregates as ledger
-from tally.placement.schemas import aggregates as schemas
+from tally.placement.schemas.aggregates import GENERATION_VERSION
 
 
 def _send(req: falcon.Request, resp: falcon.Response, found: ledger.ProviderAggregates) -> None:
     body: dict[str, Any] = {"aggregates": found.aggregates}
-    if req.context.version >= schemas.GENERATION_VERSION:
+    if req.context.version >= GENERATION_VERSION:
         body["resource_provider_generation"] = found.generation
     resp.media = body
     # Associations carry no meaningful time of their own: last-modified is now.
@@ -41,12 +41,11 @@ class ProviderAggregates:
 
     @since("1.1")
     def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
-        body = read_json(req)
-        with_generation = req.context.version >= schemas.GENERATION_VERSION
-        schema = schemas.put_body(req.context.version)
+        body = read_json(req)  # validated once the provider is known (404 first)
+        with_generation = req.context.version >= GENERATION_VERSION
 
         def wanted() -> ledger.Wanted:
-            data = validate(body, schema)
+            data = checked_body(req, body)
             if with_generation:
                 return data["aggregates"], data["resource_provider_generation"]
             return data, None

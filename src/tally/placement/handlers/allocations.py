@@ -16,11 +16,11 @@ from typing import Any
 import falcon
 
 from tally.placement.context import Service
-from tally.placement.handlers.common import cache_headers, is_uuid_like, read_json, since
+from tally.placement.handlers.common import cache_headers, is_uuid_like, read_body, since
 from tally.placement.ledger import allocations as ledger
 from tally.placement.ledger.consumers import INCOMPLETE_ID
 from tally.placement.ledger.errors import BadRequest
-from tally.placement.schemas import allocations as schemas
+from tally.placement.schemas.allocations import CONSUMER_GENERATIONS, CONSUMER_TYPES, DICT_FORM
 
 
 def _write(consumer_uuid: str, body: dict[str, Any], version: Any) -> ledger.ConsumerWrite:
@@ -33,7 +33,7 @@ def _write(consumer_uuid: str, body: dict[str, Any], version: Any) -> ledger.Con
         project_id=body.get("project_id", INCOMPLETE_ID),
         user_id=body.get("user_id", INCOMPLETE_ID),
         allocations={rp: dict(entry["resources"]) for rp, entry in allocations.items()},
-        check_generation=version >= (1, 28),
+        check_generation=version >= CONSUMER_GENERATIONS,
         generation=body.get("consumer_generation"),
         consumer_type=body.get("consumer_type"),
     )
@@ -51,7 +51,7 @@ class Allocations:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Replace the allocations of several consumers in one transaction."""
         version = req.context.version
-        data = read_json(req, schemas.pick(schemas.POST_SCHEMAS, version))
+        data = read_body(req)
         writes = [_write(consumer, body, version) for consumer, body in data.items()]
         ledger.replace(
             self.service.engine, writes, self.service.settings.allocation_conflict_retry_count
@@ -76,12 +76,12 @@ class ConsumerAllocations:
         found = ledger.for_consumer(self.service.engine, consumer_uuid)
         version = req.context.version
         body: dict[str, Any] = {"allocations": found.allocations}
-        if found.allocations and version >= (1, 12):
+        if found.allocations and version >= DICT_FORM:
             body["project_id"] = found.project_id
             body["user_id"] = found.user_id
-            if version >= (1, 28):
+            if version >= CONSUMER_GENERATIONS:
                 body["consumer_generation"] = found.generation
-            if version >= (1, 38):
+            if version >= CONSUMER_TYPES:
                 body["consumer_type"] = found.consumer_type
         resp.media = body
         cache_headers(req, resp, found.last_modified)
@@ -90,7 +90,7 @@ class ConsumerAllocations:
         if not is_uuid_like(consumer_uuid):  # (the path's uuid is canonical: InputDomain)
             raise BadRequest(f"Malformed consumer_uuid: {consumer_uuid}")
         version = req.context.version
-        data = read_json(req, schemas.pick(schemas.PUT_SCHEMAS, version))
+        data = read_body(req)
         ledger.replace(
             self.service.engine,
             [_write(consumer_uuid, data, version)],
@@ -113,7 +113,7 @@ class ProviderAllocations:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         found = ledger.for_provider(self.service.engine, uuid)
-        if req.context.version < (1, 28):
+        if req.context.version < CONSUMER_GENERATIONS:
             for entry in found.allocations.values():
                 del entry["consumer_generation"]
         resp.media = {

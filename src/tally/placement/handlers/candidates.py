@@ -9,14 +9,14 @@ import orjson
 
 from tally.placement.candidate_query import parse_query
 from tally.placement.context import Service
-from tally.placement.handlers.common import cache_headers, query, since, validate_query
+from tally.placement.handlers.common import cache_headers, read_query, since
 from tally.placement.ledger import candidates as ledger
-from tally.placement.schemas import candidates as schemas
-
-DICT_ALLOCATIONS = (1, 12)  # allocations keyed by provider uuid, as PUT /allocations takes
-SUMMARY_TRAITS = (1, 17)
-SUMMARY_TREES = (1, 29)  # parent and root provider uuids in summaries
-MAPPINGS = (1, 34)  # which providers satisfied which request group
+from tally.placement.schemas.candidates import (
+    DICT_ALLOCATIONS,
+    MAPPINGS,
+    SUMMARY_TRAITS,
+    SUMMARY_TREES,
+)
 
 
 class AllocationCandidates:
@@ -36,8 +36,7 @@ class AllocationCandidates:
     @since("1.10")
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         version = req.context.version
-        params = query(req)
-        validate_query(params, schemas.for_version(schemas.GET_QUERY, version))
+        params = read_query(req)
         request = parse_query(params, version)
         with ledger.gc_paused():
             resp.data = self._answer(request, version)

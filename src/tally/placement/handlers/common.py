@@ -1,5 +1,6 @@
-"""Small helpers every handler uses: body parsing and validation, microversion
-gates, last-modified headers, links and query-string access."""
+"""Small helpers every handler uses: body and query-string reading, validated
+against the schema the request's route takes at its microversion (the one
+table, `schemas.table`), microversion gates, last-modified headers and links."""
 
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from tally.placement.ledger.errors import (
 )
 from tally.placement.schemas import domain
 from tally.placement.schemas.domain import is_uuid_like
+from tally.placement.schemas.operation import Operation
+from tally.placement.schemas.table import OPERATIONS
 
 _FORMAT_CHECKER = jsonschema.FormatChecker()
 
@@ -91,20 +94,62 @@ def validate(data: Any, schema: dict, prefix: str = "JSON does not validate") ->
     return domain.canonical(data, schema)
 
 
-def read_json(req: falcon.Request, schema: dict | None = None) -> Any:
-    """The request body as JSON within the input domain (`schemas.domain`),
-    validated against `schema`, with its uuids in canonical form.
+def read_json(req: falcon.Request) -> Any:
+    """The request body as JSON within the input domain (`schemas.domain`), not
+    yet validated (`read_body` validates it).
 
-    415 unless the body is `application/json`; 400 for malformed JSON or a body
-    that does not match the schema (the message names the field).
+    415 unless the body is `application/json`; 400 for malformed JSON.
     """
     media_type = (req.content_type or "").split(";")[0].strip().lower()
     if media_type != "application/json":
         raise UnsupportedMediaType(
             f"The media type {req.content_type or 'None'} is not supported, use application/json"
         )
-    data = domain.parse_json(req.bounded_stream.read())
-    return data if schema is None else validate(data, schema)
+    return domain.parse_json(req.bounded_stream.read())
+
+
+def operation(req: falcon.Request) -> Operation:
+    """What the request's route reads and answers (`schemas.table`)."""
+    return OPERATIONS[(req.method, req.uri_template)]
+
+
+def read_body(req: falcon.Request) -> Any:
+    """The request body (`read_json`) validated against the schema its route takes
+    at its microversion, with its uuids in canonical form: 400 naming the field."""
+    return checked_body(req, read_json(req))
+
+
+def checked_body(req: falcon.Request, data: Any) -> Any:
+    """`data`, a body read with `read_json`, validated as `read_body` validates."""
+    schema = operation(req).body_at(req.context.version)
+    if schema is None:
+        raise LookupError(f"{req.method} {req.uri_template} takes no body")
+    return validate(data, schema)
+
+
+def read_query(req: falcon.Request) -> dict[str, list[str]]:
+    """The query parameters (`query`), validated against the schema the route
+    takes at its microversion, uuids in canonical form."""
+    params = query(req)
+    checked_query(req, params)
+    return params
+
+
+def checked_query(req: falcon.Request, params: dict[str, list[str]]) -> None:
+    """Validate parameters read with `query` as `read_query` does (in place)."""
+    schema = operation(req).query_at(req.context.version)
+    if schema is None:
+        raise LookupError(f"{req.method} {req.uri_template} reads no query string")
+    # (The last value of each key is validated; every value of a uuid is made canonical.)
+    validate({k: v[-1] for k, v in params.items()}, schema, "Invalid query string parameters")
+    properties = schema.get("properties", {})
+    for key, values in params.items():
+        params[key] = [domain.canonical(value, properties.get(key, {})) for value in values]
+
+
+def checked_path(req: falcon.Request, **params: str) -> None:
+    """400 unless the path parameters match the route's `path` schemas."""
+    validate(params, operation(req).path_schema)
 
 
 def since(min_version: str, max_version: str | None = None, status: int = 404) -> Callable:
@@ -184,13 +229,3 @@ def single(params: dict[str, list[str]], name: str) -> str | None:
             code=codes.ILLEGAL_DUPLICATE_QUERYPARAM,
         )
     return values[0]
-
-
-def validate_query(params: dict[str, list[str]], schema: dict) -> None:
-    """Validate query parameters (last value of each key) against a schema, and
-    put the values the schema calls uuids in canonical form (in place)."""
-    flat = {k: v[-1] for k, v in params.items()}
-    validate(flat, schema, prefix="Invalid query string parameters")
-    properties = schema.get("properties", {})
-    for key, values in params.items():
-        params[key] = [domain.canonical(value, properties.get(key, {})) for value in values]

@@ -13,11 +13,11 @@ from typing import Any
 import falcon
 
 from tally.placement.context import Service
-from tally.placement.handlers.common import query, single, validate_query
+from tally.placement.handlers.common import read_query, single
 from tally.placement.ledger import history_records as ledger
 from tally.placement.schemas import history as schemas
 
-PATH = "/tally/v1/history"
+PATH = schemas.PATH
 
 
 class History:
@@ -34,10 +34,8 @@ class History:
         (uuids) filter, `since` (inclusive) and `until` (exclusive) bound the time
         (ISO 8601; UTC without an offset), `limit` rows (default 100, at most 1000)
         older than `marker` (the `next_marker` of the page before, null on the last)."""
-        params = query(req)
-        given = {name: single(params, name) for name in schemas.QUERY["properties"]}
-        validate_query(params, schemas.QUERY)
-        given = {name: params[name][-1] for name in given if name in params}
+        params = read_query(req)  # validated: only known names, each value its last
+        given = {name: single(params, name) for name in params}
         limit = min(int(given.get("limit", schemas.DEFAULT_LIMIT)), schemas.MAX_LIMIT)
         wanted = ledger.Filter(
             consumer=given.get("consumer"),

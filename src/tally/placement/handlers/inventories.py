@@ -12,9 +12,8 @@ from typing import Any
 import falcon
 
 from tally.placement.context import Service
-from tally.placement.handlers.common import cache_headers, read_json, since
+from tally.placement.handlers.common import cache_headers, read_body, since
 from tally.placement.ledger import inventory as ledger
-from tally.placement.schemas import inventories as schemas
 
 
 def _rules(req: falcon.Request, service: Service) -> ledger.Rules:
@@ -68,7 +67,7 @@ class Inventories:
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         """Replace the whole inventory; the body names the generation it read."""
-        data = read_json(req, schemas.PUT_INVENTORIES)
+        data = read_body(req)
         records = [_record(rc, body) for rc, body in data["inventories"].items()]
         found = ledger.replace_inventories(
             self.service.engine,
@@ -82,7 +81,7 @@ class Inventories:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         """Add one class; 201 with its location."""
-        data = read_json(req, schemas.POST_INVENTORY)
+        data = read_body(req)
         rc = data["resource_class"]
         generation, record = ledger.add_inventory(
             self.service.engine, uuid, _record(rc, data), _rules(req, self.service)
@@ -121,7 +120,7 @@ class Inventory:
         self, req: falcon.Request, resp: falcon.Response, uuid: str, resource_class: str
     ) -> None:
         """Change one class the provider has; the body names the generation it read."""
-        data = read_json(req, schemas.PUT_INVENTORY)
+        data = read_body(req)
         generation, record = ledger.update_inventory(
             self.service.engine,
             uuid,

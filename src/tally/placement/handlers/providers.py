@@ -11,17 +11,10 @@ import orjson
 
 from tally.placement import queryparams
 from tally.placement.context import Service
-from tally.placement.handlers.common import (
-    cache_headers,
-    location,
-    query,
-    read_json,
-    url,
-    validate_query,
-)
+from tally.placement.handlers.common import cache_headers, location, read_body, read_query, url
 from tally.placement.ledger import providers as ledger
 from tally.placement.ledger.candidates import gc_paused
-from tally.placement.schemas import providers as schemas
+from tally.placement.schemas.providers import POST_RETURNS_BODY, TREES
 
 # Links of a provider beyond `self`, with the microversion that added each.
 _LINKS = (
@@ -31,8 +24,6 @@ _LINKS = (
     ("traits", (1, 6)),
     ("allocations", (1, 11)),
 )
-TREES = (1, 14)  # parent/root uuids in bodies, parent_provider_uuid in requests
-POST_RETURNS_BODY = (1, 20)
 REPARENTING = (1, 37)
 _Q = '"'
 _ESCAPED = bytes(range(0x20)) + b'"\\'  # the characters JSON strings escape
@@ -141,8 +132,7 @@ def list_filter(req: falcon.Request) -> ledger.ProviderFilter:
     """The filters of `GET /resource_providers` (a repeated single-valued key
     counts with its last value, as upstream)."""
     version = req.context.version
-    params = query(req)
-    validate_query(params, schemas.for_version(schemas.LIST_QUERY, version))
+    params = read_query(req)
     last = {key: values[-1] for key, values in params.items()}
     aggregates = queryparams.parse_member_of(params.get("member_of", []), version)
     traits = queryparams.parse_required(params.get("required", []), version)
@@ -181,8 +171,8 @@ class Providers:
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         version = req.context.version
-        data = read_json(req, schemas.for_version(schemas.POST, version))
-        # (read_json gives uuids in canonical form: dashless or upper-case ones too)
+        data = read_body(req)
+        # (read_body gives uuids in canonical form: dashless or upper-case ones too)
         rp_uuid = data.get("uuid") or str(uuidlib.uuid4())
         parent = data.get("parent_provider_uuid")
         created = ledger.create_provider(
@@ -216,7 +206,7 @@ class Provider:
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         version = req.context.version
-        data = read_json(req, schemas.for_version(schemas.PUT, version))
+        data = read_body(req)
         updated = ledger.update_provider(
             self.service.engine,
             uuid,

@@ -12,10 +12,9 @@ from typing import Any
 import falcon
 
 from tally.placement.context import Service
-from tally.placement.handlers.common import read_json, since
+from tally.placement.handlers.common import read_body, since
 from tally.placement.ledger import allocations, inventory
 from tally.placement.ledger import reshaper as ledger
-from tally.placement.schemas import reshaper as schemas
 
 
 def _change(uuid: str, body: dict[str, Any]) -> ledger.InventoryChange:
@@ -49,7 +48,7 @@ class Reshaper:
     @since("1.30")
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """All of it in one transaction, or nothing; 204."""
-        data = read_json(req, schemas.pick(req.context.version))
+        data = read_body(req)
         settings = self.service.settings
         ledger.reshape(
             self.service.engine,

@@ -11,17 +11,15 @@ import falcon
 from tally.placement.context import Service
 from tally.placement.handlers.common import (
     cache_headers,
+    checked_path,
     location,
-    read_json,
+    read_body,
     since,
     url,
     utcnow,
-    validate,
 )
 from tally.placement.ledger import resource_classes as ledger
-from tally.placement.schemas import resource_classes as schemas
-
-BODILESS_PUT = (1, 7)
+from tally.placement.schemas.resource_classes import BODILESS_PUT
 
 
 def _link(req: falcon.Request, name: str) -> str:
@@ -50,7 +48,7 @@ class ResourceClasses:
 
     @since("1.2")
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
-        body = read_json(req, schemas.NAME_BODY)
+        body = read_body(req)
         created, _ = ledger.ensure_class(self.service.engine, body["name"], must_be_new=True)
         resp.status = falcon.HTTP_201
         resp.location = location(req, f"/resource_classes/{created.name}")
@@ -75,10 +73,10 @@ class ResourceClass:
     @since("1.2")
     def on_put(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
         if req.context.version < BODILESS_PUT:
-            body = read_json(req, schemas.NAME_BODY)
+            body = read_body(req)
             resp.media = _show(req, ledger.rename_class(self.service.engine, name, body["name"]))
             return
-        validate({"name": name}, schemas.NAME_BODY)
+        checked_path(req, name=name)
         found, created = ledger.ensure_class(self.service.engine, name, must_be_new=False)
         resp.status = falcon.HTTP_201 if created else falcon.HTTP_204
         resp.location = location(req, f"/resource_classes/{found.name}")

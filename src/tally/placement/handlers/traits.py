@@ -12,11 +12,10 @@ from tally.placement.context import Service
 from tally.placement.handlers.common import (
     cache_headers,
     location,
-    query,
-    read_json,
+    read_body,
+    read_query,
     since,
     utcnow,
-    validate_query,
 )
 from tally.placement.ledger import traits as ledger
 from tally.placement.ledger.errors import BadRequest
@@ -69,8 +68,7 @@ class Traits:
 
     @since("1.6")
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        params = query(req)
-        validate_query(params, schemas.LIST_QUERY)
+        params = read_query(req)
         traits = ledger.list_traits(self.service.engine, **_list_filters(params))
         resp.media = {"traits": [trait.name for trait in traits]}
         cache_headers(req, resp, *_stamps(traits))
@@ -129,7 +127,7 @@ class ProviderTraits:
 
     @since("1.6")
     def on_put(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
-        body = read_json(req, schemas.PROVIDER_TRAITS_BODY)
+        body = read_body(req)
         found = ledger.set_provider_traits(
             self.service.engine, uuid, body["traits"], body["resource_provider_generation"]
         )

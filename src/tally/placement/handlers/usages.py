@@ -11,9 +11,9 @@ from __future__ import annotations
 import falcon
 
 from tally.placement.context import Service
-from tally.placement.handlers.common import cache_headers, query, since, validate_query
+from tally.placement.handlers.common import cache_headers, read_query, since
 from tally.placement.ledger import usages as ledger
-from tally.placement.schemas import allocations as schemas
+from tally.placement.schemas.usages import CONSUMER_TYPES
 
 
 class ProviderUsages:
@@ -42,13 +42,12 @@ class Usages:
     @since("1.9")
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         version = req.context.version
-        params = query(req)
-        validate_query(params, schemas.pick(schemas.USAGES_QUERY_SCHEMAS, version))
+        params = read_query(req)
         # As upstream, a repeated parameter counts with its last value.
         project_id, user_id, consumer_type = (
             params.get(name, [None])[-1] for name in ("project_id", "user_id", "consumer_type")
         )
-        if version >= (1, 38):
+        if version >= CONSUMER_TYPES:
             usages = ledger.totals_by_type(self.service.engine, project_id, user_id, consumer_type)
         else:
             usages = ledger.totals(self.service.engine, project_id, user_id)

@@ -1,4 +1,6 @@
-"""JSON schemas of allocation writes, per microversion.
+"""Allocations: POST /allocations, /allocations/{consumer_uuid} and
+GET /resource_providers/{uuid}/allocations; request schemas and answer shapes
+per microversion, in `OPERATIONS`.
 
 PUT /allocations/{consumer_uuid}:
     1.0   list form: [{"resource_provider": {"uuid"}, "resources": {RC: n}}]
@@ -15,13 +17,30 @@ from __future__ import annotations
 
 import copy
 
+from tally.placement.schemas import shapes
 from tally.placement.schemas.domain import GENERATION, MAX_INT, UUID_KEY
+from tally.placement.schemas.operation import (
+    NO_CONTENT,
+    Key,
+    Operation,
+    Rows,
+    Schema,
+    Version,
+    always,
+)
+from tally.placement.schemas.shapes import AMOUNTS, STR, mapping, obj
+
+OWNER = (1, 8)  # project_id and user_id required in writes
+DICT_FORM = (1, 12)  # allocations keyed by provider; the owner shown in GET
+CONSUMER_GENERATIONS = (1, 28)  # checked in writes, shown in answers; {} deletes
+WITH_MAPPINGS = (1, 34)  # request group mappings accepted in writes (not stored)
+CONSUMER_TYPES = (1, 38)  # required in writes, shown in answers
 
 RESOURCE_CLASS = "^[A-Z0-9_]+$"
 CONSUMER_TYPE = "^[A-Z0-9_]+$"
 GROUP_SUFFIX = r"[a-zA-Z0-9_-]{1,64}"
 
-_ID = {"type": "string", "minLength": 1, "maxLength": 255}
+ID: Schema = {"type": "string", "minLength": 1, "maxLength": 255}
 _GENERATION = {**GENERATION, "type": ["integer", "null"]}
 
 
@@ -68,8 +87,8 @@ def _list_form() -> dict:
 
 def _with_owner(schema: dict) -> dict:
     schema = copy.deepcopy(schema)
-    schema["properties"]["project_id"] = dict(_ID)
-    schema["properties"]["user_id"] = dict(_ID)
+    schema["properties"]["project_id"] = dict(ID)
+    schema["properties"]["user_id"] = dict(ID)
     schema["required"] += ["project_id", "user_id"]
     return schema
 
@@ -94,8 +113,8 @@ def _dict_form(min_providers: int = 1) -> dict:
                 },
                 "additionalProperties": False,
             },
-            "project_id": dict(_ID),
-            "user_id": dict(_ID),
+            "project_id": dict(ID),
+            "user_id": dict(ID),
         },
         "required": ["allocations", "project_id", "user_id"],
         "additionalProperties": False,
@@ -140,52 +159,53 @@ _PUT_1_28 = _with(_DELETABLE, "consumer_generation", _GENERATION)
 _PUT_1_34 = _with(_PUT_1_28, "mappings", MAPPINGS, required=False)
 _PUT_1_38 = _with(_PUT_1_34, "consumer_type", _CONSUMER_TYPE)
 
-# (lowest microversion, schema), highest first: the first entry <= the request wins.
-PUT_SCHEMAS: tuple[tuple[tuple[int, int], dict], ...] = (
-    ((1, 38), _PUT_1_38),
-    ((1, 34), _PUT_1_34),
-    ((1, 28), _PUT_1_28),
-    ((1, 12), _PUT_1_12),
-    ((1, 8), _PUT_1_8),
+PUT_BODY: Rows[Schema] = (
     ((1, 0), _PUT_1_0),
+    (OWNER, _PUT_1_8),
+    (DICT_FORM, _PUT_1_12),
+    (CONSUMER_GENERATIONS, _PUT_1_28),
+    (WITH_MAPPINGS, _PUT_1_34),
+    (CONSUMER_TYPES, _PUT_1_38),
 )
-
-POST_SCHEMAS: tuple[tuple[tuple[int, int], dict], ...] = (
-    ((1, 38), _post(_PUT_1_38)),
-    ((1, 34), _post(_PUT_1_34)),
-    ((1, 28), _post(_PUT_1_28)),
+POST_BODY: Rows[Schema] = (
     ((1, 13), _post(_DELETABLE)),
+    (CONSUMER_GENERATIONS, _post(_PUT_1_28)),
+    (WITH_MAPPINGS, _post(_PUT_1_34)),
+    (CONSUMER_TYPES, _post(_PUT_1_38)),
 )
 
-
-def pick(table: tuple[tuple[tuple[int, int], dict], ...], version: tuple[int, int]) -> dict:
-    """The schema of `table` for a request at `version`."""
-    for low, schema in table:
-        if version >= low:
-            return schema
-    raise LookupError(f"no schema for microversion {version}")
+# ---------------------------------------------------------------- answers
 
 
-_USAGES_1_9 = {
-    "type": "object",
-    "properties": {"project_id": dict(_ID), "user_id": dict(_ID)},
-    "required": ["project_id"],
-    "additionalProperties": False,
+def consumer_allocations(v: Version) -> Schema:
+    """Owner, generation and type are shown only for a consumer holding something."""
+    extra = {}
+    if v >= DICT_FORM:
+        extra |= {"project_id": STR, "user_id": STR}
+    if v >= CONSUMER_GENERATIONS:
+        extra["consumer_generation"] = shapes.GENERATION
+    if v >= CONSUMER_TYPES:
+        extra["consumer_type"] = STR
+    held = mapping(obj(resources=AMOUNTS, generation=shapes.GENERATION))
+    return obj(*extra, allocations=held, **extra)
+
+
+def provider_allocations(v: Version) -> Schema:
+    entry = {"resources": AMOUNTS}
+    if v >= CONSUMER_GENERATIONS:
+        entry["consumer_generation"] = shapes.INT_OR_NULL
+    return obj(allocations=mapping(obj(**entry)), resource_provider_generation=shapes.GENERATION)
+
+
+# Any string names a consumer (an unknown one holds nothing); a write needs a uuid.
+_ANY_CONSUMER = {"consumer_uuid": shapes.PATH_SEGMENT}
+_CONSUMER = "/allocations/{consumer_uuid}"
+OPERATIONS: dict[Key, Operation] = {
+    ("POST", "/allocations"): Operation(NO_CONTENT, body=POST_BODY),
+    ("GET", _CONSUMER): Operation(always({200: consumer_allocations}), path=_ANY_CONSUMER),
+    ("PUT", _CONSUMER): Operation(NO_CONTENT, body=PUT_BODY),
+    ("DELETE", _CONSUMER): Operation(NO_CONTENT, path=_ANY_CONSUMER),
+    ("GET", "/resource_providers/{uuid}/allocations"): Operation(
+        always({200: provider_allocations})
+    ),
 }
-_USAGES_1_38 = _with(
-    _USAGES_1_9,
-    "consumer_type",
-    {
-        "type": "string",
-        "pattern": f"{CONSUMER_TYPE}|^all|^unknown$",
-        "minLength": 1,
-        "maxLength": 255,
-    },
-    required=False,
-)
-
-# Query string of GET /usages.
-USAGES_QUERY_SCHEMAS: tuple[tuple[tuple[int, int], dict], ...] = (
-    ((1, 38), _USAGES_1_38),
-    ((1, 9), _USAGES_1_9),
-)

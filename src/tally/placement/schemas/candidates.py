@@ -1,14 +1,29 @@
-"""Query-string schema of GET /allocation_candidates, as a table of
-(first microversion, schema); `for_version` picks the newest row not newer than
-the request. Values are checked here only for shape: the grammar of resources,
-required and member_of is parsed by `placement.candidate_query` (with `queryparams`).
+"""GET /allocation_candidates (from 1.10): the query string, as rows of (first
+microversion, schema), and the answer's shape, in `OPERATIONS`. Values are
+checked here only for shape: the grammar of resources, required and member_of is
+parsed by `placement.candidate_query` (with `queryparams`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-Table = tuple[tuple[tuple[int, int], dict[str, Any]], ...]
+from tally.placement.schemas.operation import Key, Operation, Rows, Schema, Version, always
+from tally.placement.schemas.shapes import (
+    AMOUNTS,
+    INT,
+    NULLABLE_UUID,
+    STR,
+    UUID,
+    array,
+    mapping,
+    obj,
+)
+
+DICT_ALLOCATIONS = (1, 12)  # allocations keyed by provider uuid, as PUT /allocations takes
+SUMMARY_TRAITS = (1, 17)
+SUMMARY_TREES = (1, 29)  # parent and root provider uuids in summaries
+MAPPINGS = (1, 34)  # which providers satisfied which request group
 
 # Group suffixes: numbers before 1.33, then 1-64 of [a-zA-Z0-9_-].
 NUMBERED_SUFFIX = r"[1-9][0-9]*"
@@ -51,7 +66,7 @@ def _grouped(suffix: str, prefixes: tuple[str, ...], *extra: str) -> dict[str, A
 _GROUP_KEYS = ("resources", "required", "member_of")
 _GROUP_KEYS_TREE = (*_GROUP_KEYS, "in_tree")
 
-GET_QUERY: Table = (
+GET_QUERY: Rows[Schema] = (
     ((1, 10), _flat("resources")),
     ((1, 16), _flat("resources", "limit")),
     ((1, 17), _flat("resources", "limit", "required")),
@@ -64,9 +79,27 @@ GET_QUERY: Table = (
 )
 
 
-def for_version(table: Table, version: tuple[int, int]) -> dict[str, Any]:
-    chosen = table[0][1]
-    for since, schema in table:
-        if version >= since:
-            chosen = schema
-    return chosen
+def allocation_candidates(v: Version) -> Schema:
+    if v >= DICT_ALLOCATIONS:
+        held = mapping(obj(resources=AMOUNTS))
+    else:
+        held = array(obj(resource_provider=obj(uuid=UUID), resources=AMOUNTS))
+    request = {"allocations": held}
+    if v >= MAPPINGS:
+        request["mappings"] = mapping(array(UUID))
+    summary = {"resources": mapping(obj(capacity=INT, used=INT))}
+    if v >= SUMMARY_TRAITS:
+        summary["traits"] = array(STR)
+    if v >= SUMMARY_TREES:
+        summary["parent_provider_uuid"] = NULLABLE_UUID
+        summary["root_provider_uuid"] = UUID
+    return obj(
+        allocation_requests=array(obj(**request)), provider_summaries=mapping(obj(**summary))
+    )
+
+
+OPERATIONS: dict[Key, Operation] = {
+    ("GET", "/allocation_candidates"): Operation(
+        always({200: allocation_candidates}), query=GET_QUERY
+    ),
+}

@@ -1,13 +1,19 @@
-"""Query string of Tally's claim history, GET /tally/v1/history (no microversions:
-it is Tally's own API, outside Placement's namespace)."""
+"""Tally's claim history, GET /tally/v1/history: its query string and answer
+shape, in `OPERATIONS` (no microversions: it is Tally's own API, outside
+Placement's namespace)."""
 
 from __future__ import annotations
 
 import datetime as dt
 from typing import Any
 
+from tally.db.history_writer import ACTIONS
 from tally.placement import errors as codes
 from tally.placement.ledger.errors import BadRequest
+from tally.placement.schemas.operation import Key, Operation, always
+from tally.placement.schemas.shapes import INT, INT_OR_NULL, STR, TEXT_OR_NULL, array, obj
+
+PATH = "/tally/v1/history"
 
 # ISO 8601, to the microsecond; without an offset it is UTC. (A date that matches
 # but does not exist, like 2026-02-30, is refused by the handler.)
@@ -55,3 +61,31 @@ def instant(given: dict[str, str], name: str) -> dt.datetime | None:
 
 _EARLIEST = dt.datetime(1970, 1, 1)
 _LATEST = dt.datetime(9999, 12, 31, 23, 59, 59)
+
+
+# One change each, newest first.
+ENTRY = obj(
+    id=INT,
+    time=STR,
+    action={"type": "string", "enum": list(ACTIONS)},
+    request_id=TEXT_OR_NULL,
+    global_request_id=TEXT_OR_NULL,
+    user_id=TEXT_OR_NULL,
+    project_id=TEXT_OR_NULL,
+    consumer=TEXT_OR_NULL,
+    consumer_project_id=TEXT_OR_NULL,
+    consumer_user_id=TEXT_OR_NULL,
+    consumer_type=TEXT_OR_NULL,
+    consumer_generation=INT_OR_NULL,
+    provider=TEXT_OR_NULL,
+    provider_generation=INT_OR_NULL,
+    resource_class=TEXT_OR_NULL,
+    before=INT_OR_NULL,
+    after=INT_OR_NULL,
+    detail={"type": ["object", "null"]},
+)
+HISTORY = obj(history=array(ENTRY), next_marker=TEXT_OR_NULL)
+
+OPERATIONS: dict[Key, Operation] = {
+    ("GET", PATH): Operation(always({200: HISTORY}), query=always(QUERY)),
+}

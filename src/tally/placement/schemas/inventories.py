@@ -1,4 +1,5 @@
-"""JSON schemas of /resource_providers/{uuid}/inventories[/{resource_class}].
+"""/resource_providers/{uuid}/inventories[/{resource_class}]: request schemas and
+answer shapes, in `OPERATIONS`.
 
 The bodies are the same at every microversion; what changes with the version
 (reserved == total allowed from 1.26) is a rule of the ledger, not a shape.
@@ -12,7 +13,10 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tally.placement.schemas import shapes
 from tally.placement.schemas.domain import GENERATION, MAX_INT
+from tally.placement.schemas.operation import NO_CONTENT, Key, Operation, always
+from tally.placement.schemas.shapes import mapping, obj
 
 MAX_FLOAT = 3.40282e38
 RESOURCE_CLASS_PATTERN = "^[A-Z0-9_]+$"
@@ -67,4 +71,31 @@ PUT_INVENTORIES: dict[str, Any] = {
     },
     "required": ["resource_provider_generation", "inventories"],
     "additionalProperties": False,
+}
+
+# An inventory record as answers show it: the fields of a request record, typed.
+_RECORD_FIELDS = {
+    name: {"type": spec["type"]}
+    for name, spec in RECORD_PROPERTIES.items()
+    if name != "resource_provider_generation"
+}
+INVENTORIES = obj(
+    resource_provider_generation=shapes.GENERATION, inventories=mapping(obj(**_RECORD_FIELDS))
+)
+INVENTORY = obj(**_RECORD_FIELDS, resource_provider_generation=shapes.GENERATION)
+
+_COLLECTION = "/resource_providers/{uuid}/inventories"
+_ONE = "/resource_providers/{uuid}/inventories/{resource_class}"
+_RESOURCE_CLASS = {"resource_class": {"type": "string", "pattern": RESOURCE_CLASS_PATTERN}}
+
+OPERATIONS: dict[Key, Operation] = {
+    ("GET", _COLLECTION): Operation(always({200: INVENTORIES})),
+    ("PUT", _COLLECTION): Operation(always({200: INVENTORIES}), body=always(PUT_INVENTORIES)),
+    ("POST", _COLLECTION): Operation(always({201: INVENTORY}), body=always(POST_INVENTORY)),
+    ("DELETE", _COLLECTION): Operation(NO_CONTENT),
+    ("GET", _ONE): Operation(always({200: INVENTORY}), path=_RESOURCE_CLASS),
+    ("PUT", _ONE): Operation(
+        always({200: INVENTORY}), body=always(PUT_INVENTORY), path=_RESOURCE_CLASS
+    ),
+    ("DELETE", _ONE): Operation(NO_CONTENT, path=_RESOURCE_CLASS),
 }

@@ -1,15 +1,26 @@
-"""JSON schemas of /resource_providers, as tables of (first microversion, schema).
-
-`for_version(TABLE, version)` picks the schema of the newest row not newer than
-the request. Query-string values are checked here only for shape; their
-grammar (resources, required, member_of) is parsed in `placement.queryparams`.
+"""/resource_providers and /resource_providers/{uuid}: request schemas and answer
+shapes per microversion, in `OPERATIONS`. Query-string values are checked here
+only for shape; their grammar (resources, required, member_of) is parsed in
+`placement.queryparams`.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-Table = tuple[tuple[tuple[int, int], dict[str, Any]], ...]
+from tally.placement.schemas.operation import (
+    NO_CONTENT,
+    Key,
+    Operation,
+    Rows,
+    Schema,
+    Version,
+    always,
+)
+from tally.placement.schemas.shapes import GENERATION, LINKS, NULLABLE_UUID, STR, UUID, array, obj
+
+TREES = (1, 14)  # parent/root uuids in bodies, parent_provider_uuid in requests
+POST_RETURNS_BODY = (1, 20)
 
 _UUID = {"type": "string", "format": "uuid"}
 _NAME = {"type": "string", "maxLength": 200}
@@ -39,28 +50,42 @@ def _query(*names: str) -> dict[str, Any]:
     }
 
 
-POST: Table = (
+POST: Rows[Schema] = (
     ((1, 0), _body(with_uuid=True, with_parent=False)),
-    ((1, 14), _body(with_uuid=True, with_parent=True)),  # nested providers
+    (TREES, _body(with_uuid=True, with_parent=True)),  # nested providers
 )
-
-PUT: Table = (
+PUT: Rows[Schema] = (
     ((1, 0), _body(with_uuid=False, with_parent=False)),
-    ((1, 14), _body(with_uuid=False, with_parent=True)),
+    (TREES, _body(with_uuid=False, with_parent=True)),
 )
-
-LIST_QUERY: Table = (
+LIST_QUERY: Rows[Schema] = (
     ((1, 0), _query("name", "uuid")),
     ((1, 3), _query("name", "uuid", "member_of")),
     ((1, 4), _query("name", "uuid", "member_of", "resources")),
-    ((1, 14), _query("name", "uuid", "member_of", "resources", "in_tree")),
+    (TREES, _query("name", "uuid", "member_of", "resources", "in_tree")),
     ((1, 18), _query("name", "uuid", "member_of", "resources", "in_tree", "required")),
 )
 
 
-def for_version(table: Table, version: tuple[int, int]) -> dict[str, Any]:
-    chosen = table[0][1]
-    for first, schema in table:
-        if version >= first:
-            chosen = schema
-    return chosen
+def provider(v: Version) -> Schema:
+    """One provider as answers show it."""
+    properties = {"uuid": UUID, "name": STR, "generation": GENERATION, "links": LINKS}
+    if v >= TREES:
+        properties["parent_provider_uuid"] = NULLABLE_UUID
+        properties["root_provider_uuid"] = UUID
+    return obj(**properties)
+
+
+def provider_list(v: Version) -> Schema:
+    return obj(resource_providers=array(provider(v)))
+
+
+OPERATIONS: dict[Key, Operation] = {
+    ("GET", "/resource_providers"): Operation(always({200: provider_list}), query=LIST_QUERY),
+    ("POST", "/resource_providers"): Operation(
+        (((1, 0), {201: None}), (POST_RETURNS_BODY, {200: provider})), body=POST
+    ),
+    ("GET", "/resource_providers/{uuid}"): Operation(always({200: provider})),
+    ("PUT", "/resource_providers/{uuid}"): Operation(always({200: provider}), body=PUT),
+    ("DELETE", "/resource_providers/{uuid}"): Operation(NO_CONTENT),
+}

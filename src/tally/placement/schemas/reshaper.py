@@ -1,4 +1,4 @@
-"""JSON schemas of POST /reshaper, per microversion.
+"""POST /reshaper (from 1.30): the request body per microversion, in `OPERATIONS`.
 
     {"inventories": {rp_uuid: <PUT /resource_providers/{uuid}/inventories body>},
      "allocations": {consumer_uuid: <one consumer of POST /allocations>}}
@@ -15,15 +15,16 @@ from __future__ import annotations
 import copy
 
 from tally.placement.schemas import allocations, inventories
+from tally.placement.schemas.operation import NO_CONTENT, Key, Operation, Rows, Schema, Version, at
 
 
-def _allocations(version: tuple[int, int]) -> dict:
-    schema = copy.deepcopy(allocations.pick(allocations.POST_SCHEMAS, version))
+def _allocations(version: Version) -> Schema:
+    schema = copy.deepcopy(at(allocations.POST_BODY, version))
     schema["minProperties"] = 0
     return schema
 
 
-def _reshaper(version: tuple[int, int]) -> dict:
+def _reshaper(version: Version) -> Schema:
     return {
         "type": "object",
         "properties": {
@@ -42,14 +43,10 @@ def _reshaper(version: tuple[int, int]) -> dict:
     }
 
 
-# (lowest microversion, schema), highest first, as `allocations.pick` reads them.
-POST_SCHEMAS: tuple[tuple[tuple[int, int], dict], ...] = (
-    ((1, 38), _reshaper((1, 38))),
-    ((1, 34), _reshaper((1, 34))),
-    ((1, 30), _reshaper((1, 30))),
+_FIRST = (1, 30)
+BODY: Rows[Schema] = tuple(
+    (first, _reshaper(first))
+    for first in (_FIRST, allocations.WITH_MAPPINGS, allocations.CONSUMER_TYPES)
 )
 
-
-def pick(version: tuple[int, int]) -> dict:
-    """The schema of a request at `version` (1.30 or later)."""
-    return allocations.pick(POST_SCHEMAS, version)
+OPERATIONS: dict[Key, Operation] = {("POST", "/reshaper"): Operation(NO_CONTENT, body=BODY)}

@@ -1,18 +1,21 @@
-"""Request bodies and query strings of /traits and provider traits (from 1.6)."""
+"""/traits, /traits/{name} and /resource_providers/{uuid}/traits (from 1.6):
+request schemas and answer shapes, in `OPERATIONS`."""
 
 from __future__ import annotations
 
+from tally.placement.schemas import shapes
 from tally.placement.schemas.domain import GENERATION
+from tally.placement.schemas.operation import NO_CONTENT, Key, Operation, Schema, always
+from tally.placement.schemas.shapes import STR, array, obj
 
 CUSTOM_TRAIT_PATTERN = "^CUSTOM_[A-Z0-9_]+$"
 
-TRAIT_NAME: dict = {"type": "string", "minLength": 1, "maxLength": 255}
-
+TRAIT_NAME: Schema = {"type": "string", "minLength": 1, "maxLength": 255}
 # PUT /traits/{name} only creates custom traits.
-CUSTOM_TRAIT_NAME: dict = {**TRAIT_NAME, "pattern": CUSTOM_TRAIT_PATTERN}
+CUSTOM_TRAIT_NAME: Schema = {**TRAIT_NAME, "pattern": CUSTOM_TRAIT_PATTERN}
 
 # PUT /resource_providers/{uuid}/traits
-PROVIDER_TRAITS_BODY: dict = {
+PROVIDER_TRAITS_BODY: Schema = {
     "type": "object",
     "properties": {
         "traits": {"type": "array", "items": TRAIT_NAME},
@@ -23,8 +26,26 @@ PROVIDER_TRAITS_BODY: dict = {
 }
 
 # GET /traits?name=in:A,B|startswith:P&associated=true|false
-LIST_QUERY: dict = {
+LIST_QUERY: Schema = {
     "type": "object",
     "properties": {"name": {"type": "string"}, "associated": {"type": "string"}},
     "additionalProperties": False,
+}
+
+TRAITS = obj(traits=array(STR))
+PROVIDER_TRAITS = obj(traits=array(STR), resource_provider_generation=shapes.GENERATION)
+
+_PROVIDER = "/resource_providers/{uuid}/traits"
+OPERATIONS: dict[Key, Operation] = {
+    ("GET", "/traits"): Operation(always({200: TRAITS}), query=always(LIST_QUERY)),
+    ("GET", "/traits/{name}"): Operation(NO_CONTENT),
+    ("PUT", "/traits/{name}"): Operation(
+        always({201: None, 204: None}), path={"name": CUSTOM_TRAIT_NAME}
+    ),
+    ("DELETE", "/traits/{name}"): Operation(NO_CONTENT),
+    ("GET", _PROVIDER): Operation(always({200: PROVIDER_TRAITS})),
+    ("PUT", _PROVIDER): Operation(
+        always({200: PROVIDER_TRAITS}), body=always(PROVIDER_TRAITS_BODY)
+    ),
+    ("DELETE", _PROVIDER): Operation(NO_CONTENT),
 }
