@@ -35,8 +35,8 @@ import sqlalchemy as sa
 
 from tests.conftest import MYSQL_SERVER, PG_SERVER, create_database
 from tests.e2e import placement_books as books
-from tests.e2e.test_cli_story import UPSTREAM, serving
-from tests.live import free_port, tally_serve, throwaway_venv
+from tests.e2e.test_cli_story import UPSTREAM
+from tests.live import free_port, server_process, tally_serve, throwaway_venv
 
 VENV = Path(
     os.environ.get(
@@ -100,7 +100,7 @@ class Upstream:
             "1", "--chdir", str(self.folder), "placement.wsgi.api:application",
         ]  # fmt: skip
         log = self.folder / "upstream.log"
-        with serving(command, env, log, f"http://127.0.0.1:{port}") as url:
+        with server_process(command, env, log, port) as (url, _proc):
             yield url
 
 
