@@ -25,7 +25,7 @@ from tally.serve.compose import create_server
 BASE = "http://lab.test"
 
 
-class Lab:
+class InProcessLab:
     """A composed server and clients to it: `compute` (admin, noauth token), `placement`."""
 
     def __init__(self, server: Any, settings: Settings) -> None:
@@ -101,15 +101,15 @@ def lab_engine(sqlite_engine: sa.Engine) -> sa.Engine:
 
 
 @pytest.fixture
-def make_lab(lab_engine: sa.Engine) -> Iterator[Callable[..., Lab]]:
+def make_lab(lab_engine: sa.Engine) -> Iterator[Callable[..., InProcessLab]]:
     """`make_lab(**settings)`: the composed server over a fresh database, with the lab
     on and its clock stopped (migrations advance only on explicit steps)."""
-    made: list[Lab] = []
+    made: list[InProcessLab] = []
 
-    def make(**settings: Any) -> Lab:
+    def make(**settings: Any) -> InProcessLab:
         values = {"lab": "on", "lab_step_seconds": 0, "lab_tracker_seconds": 0, **settings}
         config = Settings.of(**values)
-        lab = Lab(create_server(config, lab_engine), config)
+        lab = InProcessLab(create_server(config, lab_engine), config)
         made.append(lab)
         return lab
 
@@ -119,12 +119,12 @@ def make_lab(lab_engine: sa.Engine) -> Iterator[Callable[..., Lab]]:
 
 
 @pytest.fixture
-def lab(make_lab: Callable[..., Lab]) -> Lab:
+def lab(make_lab: Callable[..., InProcessLab]) -> InProcessLab:
     return make_lab()
 
 
 @pytest.fixture
-def cloud(lab: Lab) -> Lab:
+def cloud(lab: InProcessLab) -> InProcessLab:
     """Three hosts (16 VCPU, 64 GiB, 1000 GB; 512 MB reserved), m1.small, no servers."""
     lab.hosts("cmp-1", "cmp-2", "cmp-3")
     lab.flavor()
@@ -135,7 +135,7 @@ def new_uuid() -> str:
     return str(uuid.uuid4())
 
 
-def tally_lab(lab: Lab, *args: str, code: int = 0) -> str:
+def tally_lab(lab: InProcessLab, *args: str, code: int = 0) -> str:
     """Run `tally lab ARGS` in-process against the lab; its output (exit status `code`)."""
     context = Context()
     context.compute = lab.compute

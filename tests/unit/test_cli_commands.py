@@ -233,7 +233,7 @@ def test_the_refusal_as_json(seeded):
     assert report["ok"] is False
     (vcpu,) = [c for c in report["classes"] if c["refused"]]
     assert (vcpu["used"], vcpu["capacity_asked"], vcpu["gap"]) == (20, 16, 4)
-    assert vcpu["holders"][0]["consumer_uuid"] == SERVER
+    assert vcpu["holders"][0]["consumer"] == SERVER
     values = seeded(f"provider inventory set {RP} --resource VCPU=16 -f value", code=1)
     assert values.stdout == f"VCPU {SERVER} 20\n"
 

@@ -134,7 +134,7 @@ def test_a_shrink_below_usage_is_refused_naming_holders_largest_first(fake, clie
     (vcpu,) = check.refused
     assert (vcpu.resource_class, vcpu.used, vcpu.capacity_now) == ("VCPU", 20, 32)
     assert (vcpu.capacity_asked, vcpu.gap, vcpu.consumers) == (16, 4, 3)
-    assert [(h.consumer_uuid, h.amount) for h in vcpu.holders] == [
+    assert [(h.consumer, h.amount) for h in vcpu.holders] == [
         (SERVER_A, 12),
         (SERVER_B, 6),
         (MIGRATION_C, 2),
@@ -208,7 +208,7 @@ def test_removing_a_class_in_use_is_refused_but_an_unused_one_is_not(fake, clien
     (memory,) = check.refused
     assert memory.removed and memory.capacity_asked is None
     assert (memory.used, memory.gap, memory.safe_reserved) == (1024, 1024, None)
-    assert [h.consumer_uuid for h in memory.holders] == [SERVER_A]
+    assert [h.consumer for h in memory.holders] == [SERVER_A]
     assert "cannot be removed" in check.suggestions[0].text
     assert check.suggestions[0].command is None
 
@@ -225,7 +225,7 @@ def test_only_the_largest_holders_are_described(fake, client):
     check = check_change(client, RP, asked(fake, VCPU=record(16)), holders_shown=1)
     (vcpu,) = check.refused
     assert vcpu.consumers == 3
-    assert [h.consumer_uuid for h in vcpu.holders] == [SERVER_A]
+    assert [h.consumer for h in vcpu.holders] == [SERVER_A]
     looked_up = [p for _, p in fake.requests if p.startswith("/allocations/")]
     assert looked_up == [f"/allocations/{SERVER_A}"]
 
@@ -257,7 +257,7 @@ def test_explains_upstreams_bare_409_by_reading_the_provider(fake, client):
 
     assert [c.resource_class for c in check.refused] == ["MEMORY_MB", "VCPU"]
     assert all(c.removed for c in check.refused)
-    assert check.refused[1].holders[0].consumer_uuid == SERVER_A
+    assert check.refused[1].holders[0].consumer == SERVER_A
 
 
 def test_a_consumer_gone_since_the_read_is_still_listed(fake, client):
@@ -270,7 +270,7 @@ def test_a_consumer_gone_since_the_read_is_still_listed(fake, client):
 
     client = PlacementClient("http://placement", transport=httpx.MockTransport(vanishing))
     (vcpu,) = check_change(client, RP, asked(fake, VCPU=record(16))).refused
-    gone = next(h for h in vcpu.holders if h.consumer_uuid == SERVER_B)
+    gone = next(h for h in vcpu.holders if h.consumer == SERVER_B)
     assert (gone.amount, gone.project_id, gone.consumer_type) == (6, None, None)
 
 

@@ -25,7 +25,7 @@ def render_check(out: Output, check: InventoryCheck, plan_follows: bool = False)
     if out.fmt == "value":
         for change in check.refused:
             for holder in change.holders:
-                click.echo(f"{change.resource_class} {holder.consumer_uuid} {holder.amount}")
+                click.echo(f"{change.resource_class} {holder.consumer} {holder.amount}")
         return
     con = console()
     rp = check.provider_uuid
@@ -83,7 +83,7 @@ def _holders(out: Output, change: ClassChange) -> None:
     for holder in change.holders:
         elsewhere = ", ".join(holder.other_providers) if holder.also_elsewhere else "no"
         table.add_row(
-            holder.consumer_uuid,
+            holder.consumer,
             str(holder.amount),
             holder.consumer_type or "-",
             holder.project_id or "-",

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from tally.clients.errors import ClientError
 from tally.compute import middleware
 from tally.compute.context import Lab
-from tally.compute.errors import ComputeError
+from tally.compute.errors import ComputeFault
 from tally.compute.handlers import actions, flavors, lab, migrations, servers, services, versions
 from tally.compute.report import ReportClient
 from tally.config import Settings
@@ -40,7 +40,7 @@ ROUTES = (
     (f"{V}/os-services", services.Services),
     (f"{V}/os-services/{{service_id}}", services.Service),
     # the lab's own admin API
-    (f"{V}/os-lab", lab.Lab),
+    (f"{V}/os-lab", lab.LabSummary),
     (f"{V}/os-lab/hosts", lab.LabHosts),
     (f"{V}/os-lab/hosts/{{name}}", lab.LabHost),
     (f"{V}/os-lab/tracker", lab.LabTracker),
@@ -67,6 +67,6 @@ def create_app(settings: Settings, engine: sa.Engine, placement: ReportClient) -
         app.add_route(path, resource(service))
     app.add_error_handler(Exception, middleware.handle_unexpected)
     app.add_error_handler(ClientError, middleware.handle_client_error)
-    app.add_error_handler(ComputeError, middleware.handle_compute_error)
+    app.add_error_handler(ComputeFault, middleware.handle_compute_fault)
     app.set_error_serializer(middleware.serialize_falcon_error)
     return app

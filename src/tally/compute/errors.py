@@ -1,7 +1,8 @@
-"""Typed errors of the compute API; `app.py` renders them in Nova's shape:
-`{"badRequest": {"code": 400, "message": "..."}}`.
+"""Typed errors of the compute API the lab serves; `app.py` renders them in Nova's
+shape: `{"badRequest": {"code": 400, "message": "..."}}`. (A client of a compute API
+sees such an answer as `tally.clients.compute.ComputeError`.)
 
-ComputeError (500 computeFault)
+ComputeFault (500 computeFault)
 +-- BadRequest (400 badRequest)
 +-- Unauthorized (401 unauthorized)
 +-- Forbidden (403 forbidden)
@@ -13,7 +14,7 @@ ComputeError (500 computeFault)
 from __future__ import annotations
 
 
-class ComputeError(Exception):
+class ComputeFault(Exception):
     status, key = 500, "computeFault"
 
     def __init__(self, message: str = "Unexpected API Error.") -> None:
@@ -21,31 +22,31 @@ class ComputeError(Exception):
         self.message = message
 
 
-class BadRequest(ComputeError):
+class BadRequest(ComputeFault):
     status, key = 400, "badRequest"
 
 
-class Unauthorized(ComputeError):
+class Unauthorized(ComputeFault):
     status, key = 401, "unauthorized"
 
 
-class Forbidden(ComputeError):
+class Forbidden(ComputeFault):
     status, key = 403, "forbidden"
 
 
-class NotFound(ComputeError):
+class NotFound(ComputeFault):
     status, key = 404, "itemNotFound"
 
 
-class NotAcceptable(ComputeError):
+class NotAcceptable(ComputeFault):
     status, key = 406, "notAcceptable"
 
 
-class Conflict(ComputeError):
+class Conflict(ComputeFault):
     status, key = 409, "conflictingRequest"
 
 
-class NoValidHost(ComputeError):
+class NoValidHost(ComputeFault):
     """Scheduling found no host: a server goes to ERROR with this as its fault."""
 
     def __init__(self, reason: str = "") -> None:

@@ -15,7 +15,7 @@ from tally.clients.errors import ClientError
 from tally.clients.http import GLOBAL_REQUEST_ID
 from tally.compute import microversion
 from tally.compute.context import Identity
-from tally.compute.errors import ComputeError, Forbidden, NotFound, Unauthorized
+from tally.compute.errors import ComputeFault, Forbidden, NotFound, Unauthorized
 
 request_log = logging.getLogger("tally.requestlog")
 log = logging.getLogger("tally.compute")
@@ -132,8 +132,8 @@ def _split(header: str) -> tuple[str, ...]:
     return tuple(r.strip() for r in header.split(",") if r.strip())
 
 
-def handle_compute_error(
-    req: falcon.Request, resp: falcon.Response, exc: ComputeError, params
+def handle_compute_fault(
+    req: falcon.Request, resp: falcon.Response, exc: ComputeFault, params
 ) -> None:
     resp.status = exc.status
     resp.media = {exc.key: {"code": exc.status, "message": exc.message}}
@@ -144,14 +144,14 @@ def handle_client_error(
 ) -> None:
     """Placement refused or could not be reached: a 500 that says so."""
     log.error("Placement call failed: %s", exc)
-    handle_compute_error(req, resp, ComputeError(f"Placement: {exc}"), params)
+    handle_compute_fault(req, resp, ComputeFault(f"Placement: {exc}"), params)
 
 
 def handle_unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception, params) -> None:
     if isinstance(exc, falcon.HTTPError):
         raise exc
     log.exception("Uncaught exception")
-    handle_compute_error(req, resp, ComputeError(), params)
+    handle_compute_fault(req, resp, ComputeFault(), params)
 
 
 def serialize_falcon_error(

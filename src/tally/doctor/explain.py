@@ -44,8 +44,9 @@ RESERVED_WARNING = (
 
 
 @dataclasses.dataclass(frozen=True)
-class Holder:
-    """A consumer holding a refused class on the provider, with its audit class."""
+class ClassifiedHolder:
+    """A consumer holding a refused class on the provider, classified as `tally
+    audit` does (`kind`, `reason`), with its server and the trace of its hold."""
 
     consumer: str
     kind: str
@@ -67,7 +68,7 @@ class Step:
 @dataclasses.dataclass(frozen=True)
 class Explanation:
     check: InventoryCheck
-    holders: tuple[Holder, ...] = ()
+    holders: tuple[ClassifiedHolder, ...] = ()
     steps: tuple[Step, ...] = ()
     alternatives: tuple[Step, ...] = ()
 
@@ -106,7 +107,7 @@ def explain_change(
     refused = {c.resource_class for c in check.refused}
     histories = Histories(placement)
     holders = tuple(
-        Holder(
+        ClassifiedHolder(
             f.consumer_uuid,
             f.kind,
             {rc: n for rc, n in f.allocations.get(provider, {}).items() if rc in refused},

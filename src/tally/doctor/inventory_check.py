@@ -60,10 +60,10 @@ def smallest_safe_total(reserved: int, allocation_ratio: float, used: int) -> in
 
 
 @dataclasses.dataclass(frozen=True)
-class Holder:
-    """A consumer holding some of a class on the provider."""
+class RefusedClassHolder:
+    """A consumer holding some of a class the change is refused for, on the provider."""
 
-    consumer_uuid: str
+    consumer: str
     amount: int
     consumer_type: str | None = None
     project_id: str | None = None
@@ -84,7 +84,7 @@ class ClassChange:
     capacity_now: int | None  # None: the class is new
     capacity_asked: int | None  # None: the change removes the class
     refused: bool = False
-    holders: tuple[Holder, ...] = ()  # of a refused class, largest first
+    holders: tuple[RefusedClassHolder, ...] = ()  # of a refused class, largest first
     consumers: int = 0  # how many consumers hold it (holders lists the largest)
     total_asked: int | None = None
     reserved_asked: int | None = None
@@ -264,8 +264,8 @@ def _refused(
         body = details.get(consumer, {})
         providers = body.get("allocations") or {}
         described.append(
-            Holder(
-                consumer_uuid=consumer,
+            RefusedClassHolder(
+                consumer=consumer,
                 amount=amount,
                 consumer_type=body.get("consumer_type"),
                 project_id=body.get("project_id"),
@@ -292,15 +292,15 @@ def _suggestions(rp: str, refused: list[ClassChange]) -> list[Suggestion]:
     """What resolves a refusal: a safe `reserved` (or total) per class, then freeing
     consumers confirmed gone, after an audit."""
     found = [_class_suggestion(rp, change) for change in refused]
-    holders = {h.consumer_uuid: h for c in refused for h in c.holders}
+    holders = {h.consumer: h for c in refused for h in c.holders}
     for holder in holders.values():
         why = "confirmed gone (deleted server, finished migration)"
         if holder.also_elsewhere:
             why += "; it also holds allocations on another provider, as a moving server does"
         found.append(
             Suggestion(
-                f"free {holder.consumer_uuid} here only if it is {why}",
-                f"tally provider allocation unset {holder.consumer_uuid} --provider {rp}",
+                f"free {holder.consumer} here only if it is {why}",
+                f"tally provider allocation unset {holder.consumer} --provider {rp}",
             )
         )
     if refused:

@@ -8,7 +8,7 @@ import sqlalchemy as sa
 
 from tally.config import Settings
 from tally.db.engine import make_engine
-from tally.placement import cors, faults, middleware, openapi, policy
+from tally.placement import cors, error_responses, middleware, openapi, policy
 from tally.placement.context import Service
 from tally.placement.handlers import (
     aggregates,
@@ -78,9 +78,9 @@ def create_app(settings: Settings, engine: sa.Engine | None = None) -> falcon.Ap
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = json_handler
     for path, resource in ROUTES:
         app.add_route(path, _resource(resource, service))
-    app.add_error_handler(Exception, faults.handle_unexpected)
-    app.add_error_handler(TallyError, faults.handle_tally_error)
-    app.set_error_serializer(faults.serialize_falcon_error)
+    app.add_error_handler(Exception, error_responses.handle_unexpected)
+    app.add_error_handler(TallyError, error_responses.handle_tally_error)
+    app.set_error_serializer(error_responses.serialize_falcon_error)
     return app
 
 

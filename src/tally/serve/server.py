@@ -38,7 +38,7 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import BadRequest, RequestEntityTooLarge
 
-from tally.placement.faults import server_error_document
+from tally.placement.error_responses import server_error_document
 from tally.serve import admission, freed_memory, io_loop, prefork
 from tally.serve.framing import ambiguous_framing
 

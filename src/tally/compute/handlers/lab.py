@@ -11,7 +11,7 @@ import falcon
 from tally.compute import views
 from tally.compute.errors import BadRequest
 from tally.compute.handlers.common import Resource, body, server_root
-from tally.compute.ops import faults, hosts, moves
+from tally.compute.ops import fault_injection, hosts, moves
 from tally.compute.ops import lab as lab_ops
 from tally.compute.store import hosts as host_store
 
@@ -29,7 +29,9 @@ def host_view(host: dict[str, Any]) -> dict[str, Any]:
     return {**{k: host[k] for k in keys}, "reported_at": views.iso(host["reported_at"])}
 
 
-class Lab(Resource):
+class LabSummary(Resource):
+    """GET /os-lab: what the lab holds, and a clouds.yaml to reach it."""
+
     ADMIN_ONLY = True
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
@@ -86,14 +88,14 @@ class LabFaults(Resource):
     ADMIN_ONLY = True
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        resp.media = {"kinds": list(faults.KINDS)}
+        resp.media = {"kinds": list(fault_injection.KINDS)}
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         spec = body(req, "fault")
         args = {k: spec.get(k) for k in ("server", "host", "target")}
         if not all(v is None or isinstance(v, str) for v in args.values()):
             raise BadRequest("server, host and target are strings.")
-        report = faults.inject(self.lab, str(spec.get("kind")), **args)
+        report = fault_injection.inject(self.lab, str(spec.get("kind")), **args)
         resp.status = falcon.HTTP_201
         resp.media = {"fault": report}
 

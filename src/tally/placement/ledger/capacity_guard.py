@@ -22,10 +22,10 @@ CONSUMERS_SHOWN = 5  # consumers named per class in an in-use error; the rest ar
 
 
 @dataclasses.dataclass(frozen=True)
-class Holder:
-    """A consumer holding some of a class on the provider."""
+class ShortfallHolder:
+    """A consumer holding some of the class a write would leave short."""
 
-    uuid: str
+    consumer: str
     amount: int
     consumer_type: str | None
     project_id: str | None
@@ -33,7 +33,16 @@ class Holder:
     def line(self) -> str:
         kind = f"type {self.consumer_type}" if self.consumer_type else "unknown type"
         project = f"project {self.project_id}" if self.project_id else "unknown project"
-        return f"  {self.amount} by consumer {self.uuid} ({kind}, {project})"
+        return f"  {self.amount} by consumer {self.consumer} ({kind}, {project})"
+
+    def as_dict(self) -> dict[str, Any]:
+        """As the error's `usage` member lists it (the consumer under `uuid`)."""
+        return {
+            "uuid": self.consumer,
+            "amount": self.amount,
+            "consumer_type": self.consumer_type,
+            "project_id": self.project_id,
+        }
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,7 +53,7 @@ class Shortfall:
     used: int
     capacity: int
     removed: bool
-    holders: tuple[Holder, ...]
+    holders: tuple[ShortfallHolder, ...]
     consumers: int
 
     def summary(self) -> str:
@@ -55,9 +64,8 @@ class Shortfall:
     def held(self) -> str:
         """`, held by N consumers (largest <uuid>: N)`."""
         plural = "s" if self.consumers != 1 else ""
-        largest = (
-            f" (largest {self.holders[0].uuid}: {self.holders[0].amount})" if self.holders else ""
-        )
+        first = self.holders[0] if self.holders else None
+        largest = f" (largest {first.consumer}: {first.amount})" if first else ""
         return f", held by {self.consumers} consumer{plural}{largest}"
 
     def lines(self) -> list[str]:
@@ -76,7 +84,7 @@ class Shortfall:
             "used": self.used,
             "capacity": self.capacity,
             "removed": self.removed,
-            "consumers": [dataclasses.asdict(h) for h in self.holders],
+            "consumers": [h.as_dict() for h in self.holders],
             "more_consumers": self.consumers - len(self.holders),
         }
 
@@ -147,7 +155,7 @@ def _shortfall(
         used=usage[1],
         capacity=new.capacity if new is not None else 0,
         removed=new is None,
-        holders=tuple(Holder(r[0], int(r[1]), r[2], r[3]) for r in rows),
+        holders=tuple(ShortfallHolder(r[0], int(r[1]), r[2], r[3]) for r in rows),
         consumers=int(consumers),
     )
 
