@@ -16,7 +16,7 @@ import falcon.testing
 import pytest
 
 from tally.config import Settings
-from tally.ui import app as ui_app
+from tally.serve.page import create_page
 
 ADMIN = {"x-auth-token": "admin"}
 AGG = "5fdddb47-0146-464c-8977-18c9ddd0a1ac"
@@ -74,7 +74,7 @@ def page(sqlite_engine, client) -> falcon.testing.TestClient:
     aggregates = {"aggregates": [AGG], "resource_provider_generation": 2}
     result = client.simulate_put(f"/resource_providers/{rp}/aggregates", json=aggregates)
     assert result.status_code == 200, result.text
-    return falcon.testing.TestClient(ui_app.create_app(Settings.of(), sqlite_engine))
+    return falcon.testing.TestClient(create_page(Settings.of(), sqlite_engine))
 
 
 def get(page: falcon.testing.TestClient, **params: str) -> falcon.testing.Result:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import html
+import logging
 import re
 import uuid as uuidlib
 from pathlib import Path
@@ -17,7 +18,7 @@ import pytest
 from tally.config import Settings
 from tally.db.engine import transaction
 from tally.serve.compose import create_server
-from tally.ui import app as ui_app
+from tally.serve.page import create_page, in_process_client
 from tally.ui import seams, views
 from tests.builders import allocate
 
@@ -30,7 +31,7 @@ def make_page(sqlite_engine):
     def make(**kwargs) -> falcon.testing.TestClient:
         seams_ = {k: kwargs.pop(k) for k in ("history", "capacity") if k in kwargs}
         return falcon.testing.TestClient(
-            ui_app.create_app(Settings.of(**kwargs), sqlite_engine, **seams_)
+            create_page(Settings.of(**kwargs), sqlite_engine, **seams_)
         )
 
     return make
@@ -135,7 +136,7 @@ def test_numbers_and_filters_on_every_backend(api, engine):
     )
     make_provider(client, "other", {"DISK_GB": {"total": 10}})
     claim(client, rp, {"VCPU": 3})
-    page = falcon.testing.TestClient(ui_app.create_app(Settings.of(), engine))
+    page = falcon.testing.TestClient(create_page(Settings.of(), engine))
     text = get(page, name="CN").text
     assert row_uuids(text) == [rp]
     assert bars(text) == {"VCPU": (3, 1, 4)}  # int((4 - 1) * 1.5)
@@ -183,7 +184,7 @@ def test_names_are_escaped_everywhere(page, client):
     rp = make_provider(client, name, {"VCPU": {"total": 1}})
     for text in (get(page).text, get(page, f"/providers/{rp}").text, get(page, name=name).text):
         assert "<script>" not in text
-        assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;&amp;&#x27;" in text
+        assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;&amp;&#39;" in text  # Jinja2's
     assert 'value="&lt;script&gt;' in get(page, name=name).text  # echoed into the form
 
 
@@ -226,6 +227,23 @@ def test_a_providers_page_lists_inventory_consumers_and_history(page, client, cl
     assert f'href="{ROOT}/?aggregate={cloud["agg"]}"' in text
 
 
+def test_the_page_reads_through_the_api_under_its_request_id(page, cloud, caplog):
+    """Every read is a Placement request, by the page's own user, whose global
+    request id is the page's request id (one page view, followed in the log)."""
+    caplog.set_level(logging.INFO, "tally.requestlog")
+    for path in ("/", f"/providers/{cloud['alpha']}"):
+        caplog.clear()
+        result = get(page, path)
+        lines = [r.getMessage() for r in caplog.records]
+        page_id = result.headers["openstack-request-id"]
+        reads = [line for line in lines if f"global_request_id: {page_id}" in line]
+        assert reads and all("user: tally-ui project: tally-ui" in line for line in reads)
+        assert len(reads) == len(lines) - 1  # all but the page's own line
+    uris = [re.search(r'"GET (\S+)"', line).group(1) for line in reads]
+    assert f"/resource_providers/{cloud['alpha']}/usages" in uris
+    assert f"/tally/v1/history?provider={cloud['alpha']}&limit={views.HISTORY_LIMIT}" in uris
+
+
 def test_an_unknown_provider_is_a_404_page(page):
     result = get(page, f"/providers/{uuidlib.uuid4()}")
     assert result.status_code == 404
@@ -243,7 +261,7 @@ def test_history_seam_gives_since_and_request(make_page, client, cloud):
     consumer, rp = cloud["consumer"], cloud["alpha"]
     hour = dt.timedelta(hours=1)
 
-    def history(engine, provider, limit):
+    def history(placement, provider, limit):
         assert provider == rp and limit == views.HISTORY_LIMIT
         return [  # newest first: grown to 6 VCPU, first claimed at 13:00, released at 12:00
             allocation(t0 + 2 * hour, consumer, rp, "req-2", "VCPU", 2, 6),
@@ -319,7 +337,7 @@ def test_a_malformed_shape_is_explained(page):
 
 def test_the_in_process_client_answers_as_the_api(client, sqlite_engine, cloud):
     for auth_strategy in ("noauth", "keystone"):
-        get = seams.in_process_client(Settings.of(auth_strategy=auth_strategy), sqlite_engine)
+        get = in_process_client(Settings.of(auth_strategy=auth_strategy), sqlite_engine)
         assert get() is get()
         api = client.simulate_get("/allocation_candidates", params={"resources": "VCPU:1"}).json
         assert get().get("/allocation_candidates", {"resources": "VCPU:1"}) == api

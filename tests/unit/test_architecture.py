@@ -39,6 +39,10 @@ FORBIDDEN = {
     "nova": ("sqlalchemy", "falcon", "tally.db", "tally.placement", "tally.serve"),
     # serving composes the apps; the command line starts it, never the other way
     "serve": ("click", "tally.cli"),
+    # the operator page is a client of the API, as the CLI: it reads through
+    # tally.clients, and the server it runs in hands it its client and its gate
+    # (tally.serve.page), so no chain from it reaches Placement's code at all
+    "ui": ("tally.placement", "tally.db", "sqlalchemy"),
 }
 
 # package -> the layers it reaches a banned module through by design: a chain may

@@ -21,7 +21,7 @@ from tally.cli.main import cli
 from tally.clients.placement import PlacementClient
 from tally.config import Settings
 from tally.placement.app import create_app
-from tally.ui import app as ui_app
+from tally.serve.page import create_page
 
 SHAPES = ["VCPU=1,MEMORY_MB=1024", "VCPU:1,MEMORY_MB:1024", "VCPU=1, MEMORY_MB:1024"]
 
@@ -113,7 +113,7 @@ def test_every_command_names_the_bad_piece(placement, command):
 
 @pytest.mark.parametrize("text", SHAPES)
 def test_the_pages_capacity_box_takes_both(placement, sqlite_engine, text):
-    page = falcon.testing.TestClient(ui_app.create_app(Settings.of(), sqlite_engine))
+    page = falcon.testing.TestClient(create_page(Settings.of(), sqlite_engine))
     result = page.simulate_get(
         "/", root_path="/tally/ui", headers={"x-auth-token": "admin"}, params={"shape": text}
     )

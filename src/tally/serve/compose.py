@@ -87,12 +87,11 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
     from tally.serve.fill_gauges import CapacityGauges, in_process_compute
     from tally.serve.health import Healthcheck, is_admin
     from tally.serve.metrics import MetricsApp
-    from tally.ui.app import create_app as ui_app
-    from tally.ui.seams import in_process_client
+    from tally.serve.page import create_page, in_process_client
 
     placement = placement_app(settings, engine)
     own_client = in_process_client(settings, engine, placement)  # the page's and the gauges'
-    ui: WSGIApp = ui_app(settings, engine, placement=own_client)
+    ui: WSGIApp = create_page(settings, engine, placement=own_client)
     health: WSGIApp = Healthcheck(engine, settings.auth_strategy)
     gauges = CapacityGauges(settings, own_client)
     metrics: WSGIApp = MetricsApp(

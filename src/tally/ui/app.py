@@ -1,6 +1,11 @@
 """The operator page's WSGI app: one factory, four routes, one error path.
 
-Mounted by tally/server.py at /tally/ui (outside Placement's namespace, so no
+A client of the Placement API, as the CLI is: it reads through a PlacementClient
+(`placement`, a getter of one; in the server, in-process) and never the database.
+The server hosting it says who may read it (`gate`) and what runs around each
+request (`middleware`: the request id and log); tally.serve.page wires both.
+
+Mounted by tally.serve.compose at /tally/ui (outside Placement's namespace, so no
 Placement client mistakes it for an API), so its own paths start at `/`:
 
     GET  /                     providers: bars per class, filters, sort, capacity box
@@ -15,19 +20,17 @@ Read-only: nothing here writes to the ledger. Every answer is HTML with no scrip
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
 
 import falcon
-import sqlalchemy as sa
 
-from tally.clients.errors import PlacementError
+from tally.clients.errors import ClientError, PlacementError
+from tally.clients.http import GLOBAL_REQUEST_ID
+from tally.clients.placement import PlacementClient
 from tally.config import Settings
-from tally.db.retry import unavailable
 from tally.nova.shapes import ShapeError, parse_shape
-from tally.placement import middleware, policy
-from tally.placement.ledger.errors import BadRequest, TallyError
 from tally.ui import auth, render, seams, views
+from tally.ui.errors import BadRequest, PageError
 
 LOG = logging.getLogger("tally.ui")
 SECURITY_HEADERS = {
@@ -44,21 +47,14 @@ class _Service:
     def __init__(
         self,
         settings: Settings,
-        engine: sa.Engine,
+        placement: Callable[[], PlacementClient],
+        gate: auth.Gate,
         history: seams.HistorySeam,
         capacity: seams.CapacitySeam,
-        placement: Callable[[], Any] | None,
     ) -> None:
-        self.settings, self.engine = settings, engine
+        self.settings, self.placement = settings, placement
+        self.gate = gate  # Unauthorized/Forbidden unless the caller may read the page
         self.history, self.capacity = history, capacity
-        self.policy = policy.Policy(settings)
-        self.placement = placement or seams.in_process_client(settings, engine)
-
-    def authorize(self, req: falcon.Request) -> str:
-        """Raise Unauthorized/Forbidden unless the caller may read the page; who it is."""
-        identity = auth.identify(req, self.settings.auth_strategy)
-        self.policy.authorize(identity, auth.RULE)
-        return f"{identity.user_id} ({identity.project_id or 'no project'})"
 
 
 def _html(resp: falcon.Response, text: str, status: int = 200) -> None:
@@ -72,15 +68,15 @@ class Overview:
         self.service = service
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
-        who = self.service.authorize(req)
+        who = self.service.gate(req)
         query = views.Query.from_params(req.params, req.query_string)
         fits, shape_error = None, None
         if query.shape and not query.problems:
             fits, shape_error = self._capacity(query.shape)
-        view = views.overview(self.service.engine, query)
-        body = render.overview(view, query, req.root_path, fits, shape_error)
+        view = views.overview(self.service.placement(), query)
+        text = render.overview(view, query, req.root_path, who, fits, shape_error)
         status = 400 if view.refused or shape_error else 200  # a parameter it cannot use
-        _html(resp, render.page("Providers", body, req.root_path, who), status)
+        _html(resp, text, status)
 
     def _capacity(self, text: str) -> tuple[list[seams.Fit] | None, str | None]:
         """The counts, or why the shape cannot be counted (a 400 of the page)."""
@@ -101,10 +97,9 @@ class ProviderPage:
         self.service = service
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
-        who = self.service.authorize(req)
-        view = views.provider_view(self.service.engine, uuid, self.service.history)
-        body = render.provider(view, req.root_path, view.history is not None)
-        _html(resp, render.page(view.provider.name, body, req.root_path, who))
+        who = self.service.gate(req)
+        view = views.provider_view(self.service.placement(), uuid, self.service.history)
+        _html(resp, render.provider(view, req.root_path, who, view.history is not None))
 
 
 class Login:
@@ -113,10 +108,7 @@ class Login:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         next_path = auth.safe_next(req, req.get_param("next") or "")
-        body = "<h1>Log in</h1>" + render.login_form(
-            req.root_path, self.service.settings.auth_strategy, next_path
-        )
-        _html(resp, render.page("Log in", body, req.root_path))
+        _html(resp, render.login(req.root_path, self.service.settings.auth_strategy, next_path))
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         auth.check_same_origin(req)
@@ -139,33 +131,40 @@ class Logout:
 
 class _Page:
     """Security headers on every answer; route templates under /tally/ui in the
-    request log's metrics (so `/` is not counted as Placement's version document)."""
+    request log's metrics (so `/` is not counted as Placement's version document);
+    the page's request id sent as the global request id of its reads (Placement's
+    request log ties each read to the page's request)."""
 
     def process_resource(
         self, req: falcon.Request, resp: falcon.Response, resource: object, params: dict
     ) -> None:
         req.uri_template = auth.PREFIX + (req.uri_template or "")
+        req.context.global_id = GLOBAL_REQUEST_ID.set(req.context.get("request_id"))
 
     def process_response(
         self, req: falcon.Request, resp: falcon.Response, resource: object, ok: bool
     ) -> None:
         for name, value in SECURITY_HEADERS.items():
             resp.set_header(name, value)
+        if req.context.get("global_id") is not None:
+            GLOBAL_REQUEST_ID.reset(req.context.global_id)
 
 
 def create_app(
     settings: Settings,
-    engine: sa.Engine,
+    placement: Callable[[], PlacementClient],
+    gate: auth.Gate,
     *,
     history: seams.HistorySeam = seams.provider_history,
     capacity: seams.CapacitySeam = seams.capacity_counts,
-    placement: Callable[[], Any] | None = None,
+    middleware: Sequence[object] = (),
 ) -> falcon.App:
-    """The page over a prepared database; `history` and `capacity` are the seams
-    (tally.ui.seams), defaulting to this build's; `placement` gets the in-process
-    PlacementClient the capacity box counts over (seams.in_process_client)."""
-    service = _Service(settings, engine, history, capacity, placement)
-    app = falcon.App(middleware=[middleware.RequestIdAndLog(), _Page()], cors_enable=False)
+    """The page over the Placement API: `placement` gets the PlacementClient it reads
+    through, `gate` says who may read it (tally.ui.auth.Gate), `history` and
+    `capacity` are the seams (tally.ui.seams), defaulting to this build's;
+    `middleware` runs first around each request (the server's request id and log)."""
+    service = _Service(settings, placement, gate, history, capacity)
+    app = falcon.App(middleware=[*middleware, _Page()], cors_enable=False)
     app.req_options.auto_parse_qs_csv = False
     app.add_route("/", Overview(service))
     app.add_route("/providers/{uuid}", ProviderPage(service))
@@ -174,24 +173,22 @@ def create_app(
     strategy = settings.auth_strategy
 
     def page_error(req: falcon.Request, resp: falcon.Response, exc: Exception, params: dict):
-        if isinstance(exc, TallyError):
+        if isinstance(exc, PageError | PlacementError):
             status, title, detail = exc.status, exc.title, exc.detail
-            req.context.error = exc
         elif isinstance(exc, falcon.HTTPError):
             status, title = exc.status_code, exc.title.split(" ", 1)[-1]
             detail = exc.description or "There is no such page."
             for name, value in (exc.headers or {}).items():
                 resp.set_header(name, value)
-        elif unavailable(exc):
-            LOG.error("Database unavailable: %s", exc)
-            status, title, detail = 503, "Service Unavailable", "The database is unavailable."
+        elif isinstance(exc, ClientError):  # Placement did not answer
+            LOG.error("Placement unavailable: %s", exc)
+            status, title, detail = 503, "Service Unavailable", "Placement is unavailable."
         else:
             LOG.exception("Uncaught exception")
             status, title, detail = 500, "Internal Server Error", "An unexpected error occurred."
         here = auth.safe_next(req, req.relative_uri) if req.method == "GET" else ""
-        text = render.error(
-            status, title, detail, req.root_path, strategy, req.context.request_id, here
-        )
+        request_id = req.context.get("request_id")
+        text = render.error(status, title, detail, req.root_path, strategy, request_id, here)
         _html(resp, text, status)
 
     app.add_error_handler(Exception, page_error)

@@ -4,7 +4,8 @@ The page asks exactly what Placement asks: a token (`x-auth-token`) that the
 server's auth mode turns into an identity (noauth: `admin`; lab: a lab token, checked
 by the lab identity's token filter; keystone: a Keystone token, checked by
 keystonemiddleware's auth_token), then the policy rule `tally:ui:view` (admin only
-by default; `policy_file` may change it).
+by default; `policy_file` may change it). The server hosting the page asks both
+(its `Gate`, tally.serve.page): the page itself reads no identity headers.
 
 A browser cannot add a header to a link, so the page's login form (`POST
 /tally/ui/login`) keeps the token in a cookie, `tally_ui_token`: HttpOnly,
@@ -18,6 +19,7 @@ a cross-site POST (`Sec-Fetch-Site`, else `Origin` against `Host`).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import urllib.parse
 from collections.abc import Callable, Iterable
@@ -26,9 +28,7 @@ from typing import Any
 
 import falcon
 
-from tally.placement import middleware
-from tally.placement.context import Identity
-from tally.placement.ledger.errors import BadRequest, Forbidden
+from tally.ui.errors import BadRequest, Forbidden
 
 PREFIX = "/tally/ui"  # where tally.serve.compose mounts the page
 COOKIE = "tally_ui_token"
@@ -70,25 +70,21 @@ def cookie_token(header: str) -> str | None:
     return morsel.value if morsel and TOKEN.fullmatch(morsel.value) else None
 
 
-class _AtApiPath:
-    """What Placement's identity middlewares read of a request, at a path they
-    authenticate (they let `/` by: the version document's path, and the page's)."""
+@dataclasses.dataclass(frozen=True)
+class Caller:
+    """Who reads the page, as the gate found them (shown in its header)."""
 
-    path = PREFIX
+    user_id: str
+    project_id: str | None
 
-    def __init__(self, req: falcon.Request) -> None:
-        self.get_header = req.get_header
-        self.context = req.context
+    def __str__(self) -> str:
+        return f"{self.user_id} ({self.project_id or 'no project'})"
 
 
-def identify(req: falcon.Request, auth_strategy: str) -> Identity:
-    """The caller, as Placement would see it (Unauthorized without a valid token)."""
-    if auth_strategy == "noauth":
-        reader: Any = middleware.NoAuth()
-    else:  # keystone, lab: the identity auth_token or the lab's filter confirmed
-        reader = middleware.KeystoneIdentity()
-    reader.process_request(_AtApiPath(req), None)
-    return req.context.identity
+# Who may read the page: the caller of a request, or Unauthorized / Forbidden
+# (tally.ui.errors). The server hosting the page decides (tally.serve.page: the
+# identity Placement's auth mode reads, then the policy rule RULE).
+Gate = Callable[[falcon.Request], Caller]
 
 
 def check_same_origin(req: falcon.Request) -> None:

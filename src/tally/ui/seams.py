@@ -4,14 +4,17 @@ Both are plain functions the app factory takes (`tally.ui.app.create_app(...,
 history=..., capacity=...)`), defaulting to the two below; tests pass fakes, and
 a seam answering None makes the page say "not available".
 
-- `provider_history(engine, provider_uuid, limit)`: the newest `limit` rows of the
-  claim history about one provider, newest first, as `HistoryEvent`s. The
-  provider's page lists them, and derives each current consumer's "since" and "by
-  request" from them (`holding_since`).
+- `provider_history(client, provider_uuid, limit)`: the newest `limit` rows of the
+  claim history about one provider, newest first, as `HistoryEvent`s (`GET
+  /tally/v1/history?provider=`; None from a Placement without it). The provider's
+  page lists them, and derives each current consumer's "since" and "by request"
+  from them (`holding_since`).
 - `capacity_counts(client, shape)`: how many more of `shape` ({resource class:
   amount}) fit, per provider, with the limiting classes, as `Fit`s (`tally
-  capacity`'s read). `client` is a PlacementClient on this server's own Placement,
-  in-process, as an admin at microversion 1.39 (`in_process_client`).
+  capacity`'s read).
+
+`client` is the page's PlacementClient: on the server's own Placement, in-process,
+as an admin at microversion 1.39 (`tally.serve.page.in_process_client`).
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-import sqlalchemy as sa
+from tally.clients.errors import PlacementError
+from tally.clients.placement import PlacementClient
+from tally.doctor.fill import Shape, read_capacity
 
-from tally.clients.inprocess import as_caller, once
-from tally.config import Settings
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"  # the history's times (UTC)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -54,38 +58,40 @@ class Fit:
     limiting: tuple[str, ...] = ()  # the resource classes that stop it
 
 
-HistorySeam = Callable[[sa.Engine, str, int], "list[HistoryEvent] | None"]
-CapacitySeam = Callable[[Any, Mapping[str, int]], "list[Fit] | None"]
+HistorySeam = Callable[[PlacementClient, str, int], "list[HistoryEvent] | None"]
+CapacitySeam = Callable[[PlacementClient, Mapping[str, int]], "list[Fit] | None"]
 
 
 def provider_history(
-    engine: sa.Engine, provider_uuid: str, limit: int
+    client: PlacementClient, provider_uuid: str, limit: int
 ) -> list[HistoryEvent] | None:
-    """The newest `limit` rows of the claim history about one provider."""
-    from tally.placement.ledger import history_records as history
-
-    found = history.entries(engine, history.Filter(provider=provider_uuid, limit=limit))
+    """The newest `limit` rows of the claim history about one provider; None when
+    this Placement has none to read (or the page's caller may not read it)."""
+    try:
+        found = client.history({"provider": provider_uuid, "limit": limit})["history"]
+    except PlacementError as exc:
+        if exc.status in (401, 403, 404, 405):
+            return None
+        raise
     return [
         HistoryEvent(
-            e.time,
-            e.action,
-            e.request_id,
-            e.consumer,
-            e.provider,
-            e.resource_class,
-            e.before,
-            e.after,
-            e.detail,
+            dt.datetime.strptime(row["time"], TIME_FORMAT),
+            row["action"],
+            row.get("request_id"),
+            row.get("consumer"),
+            row.get("provider"),
+            row.get("resource_class"),
+            row.get("before"),
+            row.get("after"),
+            row.get("detail"),
         )
-        for e in found
+        for row in found
     ]
 
 
-def capacity_counts(client: Any, shape: Mapping[str, int]) -> list[Fit] | None:
+def capacity_counts(client: PlacementClient, shape: Mapping[str, int]) -> list[Fit] | None:
     """How many more of `shape` fit per provider: `tally capacity`'s read over
-    `client` (a PlacementClient), each provider row as a `Fit`."""
-    from tally.doctor.fill import Shape, read_capacity
-
+    `client`, each provider row as a `Fit`."""
     report = read_capacity(client, Shape(dict(shape)))
     return [Fit(r.uuid, r.provider, r.fits, tuple(r.limiting)) for r in report.rows]
 
@@ -111,25 +117,3 @@ def holding_since(
         if not held:
             return start, True
     return (start, False) if start else None
-
-
-def in_process_client(
-    settings: Settings, engine: sa.Engine, placement: Any = None
-) -> Callable[[], Any]:
-    """A getter of one PlacementClient on this server's Placement, in-process, as an
-    admin at 1.39: over `placement` (the server's own app), or an app of its own
-    built on first use."""
-
-    def make() -> Any:
-        import httpx
-
-        from tally.clients.placement import PlacementClient
-        from tally.placement.app import create_app
-
-        app = placement if placement is not None else create_app(settings, engine)
-        transport = httpx.WSGITransport(app=as_caller(app, "tally-ui", "tally-ui", "admin"))
-        return PlacementClient(
-            "http://placement.ui", token=None, version="1.39", transport=transport
-        )
-
-    return once(make)

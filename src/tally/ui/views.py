@@ -1,11 +1,13 @@
-"""What the page shows, as plain data read through the ledger's own read functions
-(no SQL here): the provider list with its filters and sort, one provider's page, and
-the shape typed in the capacity box. Rendering is `tally.ui.render`'s job.
+"""What the page shows, as plain data read through the Placement API (a
+PlacementClient, as the CLI reads it): the provider list with its filters and sort,
+one provider's page, and the shape typed in the capacity box. Rendering is
+`tally.ui.render`'s job.
 
-The numbers are the API's: capacity is `(total - reserved) * allocation_ratio`
-(`usage_queries.capacity`, as `GET /allocation_candidates` and the capacity guard
-count it), used is the sum of the allocations (`GET .../usages`), reserved is the
-inventory's. A provider is over capacity when some class has used > capacity.
+The numbers are the API's: capacity is `int((total - reserved) * allocation_ratio)`
+of `GET .../inventories` (as `GET /allocation_candidates` and the capacity guard
+count it), used is `GET .../usages`, reserved is the inventory's. A provider is over
+capacity when some class has used > capacity. The list reads each provider's
+inventories and usages (two requests a provider, for at most MAX_READ providers).
 """
 
 from __future__ import annotations
@@ -16,21 +18,42 @@ import re
 import urllib.parse
 import uuid as uuidlib
 from collections.abc import Mapping
+from typing import Any
 
-import sqlalchemy as sa
-
-from tally.placement.ledger import aggregates, allocations, inventory, providers, traits, usages
-from tally.placement.ledger.errors import BadRequest
+from tally.clients.errors import PlacementError
+from tally.clients.placement import PlacementClient
+from tally.doctor.inventory_check import capacity
 from tally.ui import seams
 
 MAX_ROWS = 1000  # provider rows on one page; the filters narrow the rest
-# Providers whose amounts the list reads, the first by id (`usages.sample`, one query
-# whose IN list must stay under SQLite's 32,766 variables).
-MAX_READ = 30_000
+# Providers whose amounts the list reads (two requests each): sorted by name, the
+# rows shown; by fullness, the first listed (`GET /resource_providers`' order).
+MAX_READ = MAX_ROWS
 HISTORY_LIMIT = 200  # events read for a provider's page
 SORTS = {"name": "name", "fullness": "fullest first"}
 MAX_PARAM = 255  # characters of one GET parameter
 _TRAIT = re.compile(r"[A-Z0-9_]+")
+
+
+@dataclasses.dataclass(frozen=True)
+class Provider:
+    """A provider as `GET /resource_providers` gives it."""
+
+    uuid: str
+    name: str
+    generation: int
+    parent_provider_uuid: str | None
+    root_provider_uuid: str
+
+    @classmethod
+    def of(cls, body: Mapping[str, Any]) -> Provider:
+        return cls(
+            body["uuid"],
+            body["name"],
+            body["generation"],
+            body.get("parent_provider_uuid"),
+            body.get("root_provider_uuid") or body["uuid"],
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +64,7 @@ class Amount:
     used: int
     reserved: int
     capacity: int
-    total: int | None = None  # on a provider's page only
+    total: int | None = None  # shown on a provider's page only
     allocation_ratio: float | None = None
     min_unit: int | None = None
     max_unit: int | None = None
@@ -145,10 +168,15 @@ class Overview:
     refused: bool = False  # a parameter could not be used: the page answers 400
 
 
+def by_name(item: Row | Provider) -> tuple[str, str]:
+    """The list's order by name: any case, then uuid."""
+    return item.name.casefold(), item.uuid
+
+
 def sort_rows(rows: list[Row], sort: str) -> list[Row]:
     if sort == "fullness":
-        return sorted(rows, key=lambda r: (-r.fullness, r.name.casefold(), r.uuid))
-    return sorted(rows, key=lambda r: (r.name.casefold(), r.uuid))
+        return sorted(rows, key=lambda r: (-r.fullness, *by_name(r)))
+    return sorted(rows, key=by_name)
 
 
 def name_matches(name: str, wanted: str) -> bool:
@@ -156,35 +184,48 @@ def name_matches(name: str, wanted: str) -> bool:
     return wanted.casefold() in name.casefold()
 
 
-def overview(engine: sa.Engine, query: Query) -> Overview:
+def amounts(client: PlacementClient, uuid: str) -> list[Amount]:
+    """One provider's amounts per class, by class name: `GET .../inventories`, and
+    `GET .../usages` when there is any."""
+    records = client.inventories(uuid)["inventories"]
+    used = client.usages(uuid) if records else {}
+    return [
+        Amount(
+            rc,
+            used.get(rc, 0),
+            r.get("reserved", 0),
+            capacity(r),
+            r.get("total"),
+            r.get("allocation_ratio"),
+            r.get("min_unit"),
+            r.get("max_unit"),
+            r.get("step_size"),
+        )
+        for rc, r in sorted(records.items())
+    ]
+
+
+def overview(client: PlacementClient, query: Query) -> Overview:
     if query.problems:
         return Overview([], 0, "Cannot list providers: " + "; ".join(query.problems) + ".", True)
-    wanted = providers.ProviderFilter(
-        required_traits=[frozenset({query.trait})] if query.trait else [],
-        member_of=[frozenset({query.aggregate})] if query.aggregate else [],
-    )
+    wanted = {"required": query.trait or None, "member_of": query.aggregate or None}
     try:
-        found = providers.list_providers(engine, wanted)
-    except BadRequest as exc:  # an unknown trait: say so above an empty list
+        listed = client.get("/resource_providers", wanted)["resource_providers"]
+    except PlacementError as exc:  # an unknown trait: say so above an empty list
+        if exc.status != 400:
+            raise
         return Overview([], 0, exc.detail, refused=True)
-    found = [p for p in found if name_matches(p.name, query.name)]
-    amounts: dict[str, list[Amount]] = {}
-    if found:
-        for uuid, rc, capacity, reserved, used in usages.sample(engine, MAX_READ):
-            amounts.setdefault(uuid, []).append(Amount(rc, used, reserved, capacity))
+    found = [Provider.of(p) for p in listed if name_matches(p["name"], query.name)]
+    if query.sort == "name":
+        found.sort(key=by_name)  # the amounts read are those of the rows shown
+    read = {p.uuid: tuple(amounts(client, p.uuid)) for p in found[:MAX_READ]}
     rows = [
-        Row(
-            p.uuid,
-            p.name,
-            p.parent_provider_uuid,
-            p.root_provider_uuid,
-            tuple(sorted(amounts.get(p.uuid, ()), key=lambda a: a.resource_class)),
-        )
+        Row(p.uuid, p.name, p.parent_provider_uuid, p.root_provider_uuid, read.get(p.uuid, ()))
         for p in found
     ]
     rows = sort_rows(rows, query.sort)
     notice = None
-    if len(found) >= MAX_READ:
+    if len(found) > MAX_READ and query.sort != "name":
         notice = (
             f"Amounts are read for the first {MAX_READ:,} providers only: filter to see others."
         )
@@ -206,10 +247,10 @@ class Holder:
 
 @dataclasses.dataclass(frozen=True)
 class ProviderView:
-    provider: providers.Provider
+    provider: Provider
     parent_name: str | None
     root_name: str
-    tree: list[providers.Provider]  # every provider of its tree (itself included)
+    tree: list[Provider]  # every provider of its tree (itself included)
     amounts: list[Amount]
     traits: list[str]
     aggregates: list[str]
@@ -222,41 +263,29 @@ class ProviderView:
 
 
 def provider_view(
-    engine: sa.Engine, uuid: str, history: seams.HistorySeam = seams.provider_history
+    client: PlacementClient, uuid: str, history: seams.HistorySeam = seams.provider_history
 ) -> ProviderView:
-    """One provider's page; NotFound (404) for an unknown uuid. Each part is one
-    short read, as the API's answers are (a write between them may show)."""
-    provider = providers.get_provider(engine, uuid)
-    records = inventory.get_inventories(engine, uuid).records
-    used = usages.for_provider(engine, uuid).usages
-    amounts = [
-        Amount(
-            rc,
-            used.get(rc, 0),
-            r.reserved,
-            r.capacity,
-            r.total,
-            r.allocation_ratio,
-            r.min_unit,
-            r.max_unit,
-            r.step_size,
-        )
-        for rc, r in sorted(records.items())
+    """One provider's page; a PlacementError 404 for an unknown uuid. Each part is
+    one request, as a client reads it (a write between them may show)."""
+    provider = Provider.of(client.get(f"/resource_providers/{urllib.parse.quote(uuid, safe='')}"))
+    uuid, at = provider.uuid, f"/resource_providers/{provider.uuid}"
+    tree = [
+        Provider.of(p)
+        for p in client.get("/resource_providers", {"in_tree": uuid})["resource_providers"]
     ]
-    tree = providers.list_providers(engine, providers.ProviderFilter(in_tree=uuid))
     names = {p.uuid: p.name for p in tree}
-    events = history(engine, uuid, HISTORY_LIMIT)
+    events = history(client, uuid, HISTORY_LIMIT)
     holders = []
-    for consumer, held in allocations.for_provider(engine, uuid).allocations.items():
-        owner = allocations.for_consumer(engine, consumer)
-        since = seams.holding_since(events, consumer, held["resources"]) if events else None
+    for consumer, held in client.provider_allocations(uuid).items():
+        owner = client.consumer_allocations(consumer)
+        since = seams.holding_since(events, consumer, held) if events else None
         holders.append(
             Holder(
                 consumer,
-                held["resources"],
-                owner.consumer_type,
-                owner.project_id,
-                owner.user_id,
+                held,
+                owner.get("consumer_type"),
+                owner.get("project_id"),
+                owner.get("user_id"),
                 since[0] if since else None,
                 since[1] if since else True,
             )
@@ -266,9 +295,9 @@ def provider_view(
         names.get(provider.parent_provider_uuid or ""),
         names.get(provider.root_provider_uuid, provider.name),
         tree,
-        amounts,
-        [t.name for t in traits.provider_traits(engine, uuid).traits],
-        aggregates.provider_aggregates(engine, uuid).aggregates,
+        amounts(client, uuid),
+        sorted(client.get(f"{at}/traits")["traits"]),
+        sorted(client.get(f"{at}/aggregates")["aggregates"]),
         holders,
         events,
     )

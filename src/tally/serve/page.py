@@ -1,0 +1,105 @@
+"""The operator page (tally.ui) wired into this server: the page is a client of the
+API and knows nothing of the server, so what it needs of the server is given here.
+
+- `in_process_client`: the PlacementClient it reads through, on this server's own
+  Placement app in-process, as an admin at microversion 1.39 (also the capacity
+  gauges' client).
+- `PolicyGate`: who may read it, as Placement decides who may call it: the identity
+  the auth mode reads (noauth's token, or the headers auth_token or the lab's token
+  filter confirmed), then the policy rule `tally:ui:view`.
+- Placement's request id and request log, around each of its requests.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import falcon
+import httpx
+import sqlalchemy as sa
+
+from tally.clients.inprocess import WSGIApp, as_caller, once
+from tally.clients.placement import PlacementClient
+from tally.config import Settings
+from tally.placement import middleware, policy
+from tally.placement.app import create_app as placement_app
+from tally.placement.context import Identity
+from tally.placement.ledger import errors
+from tally.ui import app as ui_app
+from tally.ui import auth, seams
+from tally.ui import errors as page_errors
+
+
+def in_process_client(
+    settings: Settings, engine: sa.Engine, placement: WSGIApp | None = None
+) -> Callable[[], PlacementClient]:
+    """A getter of one PlacementClient on this server's Placement, in-process, as an
+    admin at 1.39: over `placement` (the server's own app), or an app of its own
+    built on first use."""
+
+    def make() -> PlacementClient:
+        app = placement if placement is not None else placement_app(settings, engine)
+        transport = httpx.WSGITransport(app=as_caller(app, "tally-ui", "tally-ui", "admin"))
+        return PlacementClient(
+            "http://placement.ui", token=None, version="1.39", transport=transport
+        )
+
+    return once(make)
+
+
+class _AtApiPath:
+    """What Placement's identity middlewares read of a request, at a path they
+    authenticate (they let `/` by: the version document's path, and the page's)."""
+
+    path = auth.PREFIX
+
+    def __init__(self, req: falcon.Request) -> None:
+        self.get_header = req.get_header
+        self.context = req.context
+
+
+class PolicyGate:
+    """The page's gate (tally.ui.auth.Gate): the caller as Placement's auth mode
+    reads it, allowed by the policy rule `tally:ui:view`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.policy = policy.Policy(settings)
+        reader: Any = middleware.NoAuth() if settings.auth_strategy == "noauth" else None
+        # keystone, lab: the identity auth_token or the lab's token filter confirmed
+        self.reader = reader or middleware.KeystoneIdentity()
+
+    def identify(self, req: falcon.Request) -> Identity:
+        """The caller, as Placement would see it (Unauthorized without a valid token)."""
+        self.reader.process_request(_AtApiPath(req), None)
+        return req.context.identity
+
+    def __call__(self, req: falcon.Request) -> auth.Caller:
+        try:
+            identity = self.identify(req)
+            self.policy.authorize(identity, auth.RULE)
+        except errors.Unauthorized as exc:
+            raise page_errors.Unauthorized(exc.detail) from None
+        except errors.Forbidden as exc:
+            raise page_errors.Forbidden(exc.detail) from None
+        return auth.Caller(identity.user_id, identity.project_id)
+
+
+def create_page(
+    settings: Settings,
+    engine: sa.Engine,
+    *,
+    placement: Callable[[], PlacementClient] | None = None,
+    history: seams.HistorySeam = seams.provider_history,
+    capacity: seams.CapacitySeam = seams.capacity_counts,
+) -> falcon.App:
+    """The page of this server: reading through `placement` (default: an in-process
+    client on a Placement app of its own over `engine`), gated by the policy."""
+    return ui_app.create_app(
+        settings,
+        placement or in_process_client(settings, engine),
+        PolicyGate(settings),
+        history=history,
+        capacity=capacity,
+        middleware=[middleware.RequestIdAndLog()],
+    )
