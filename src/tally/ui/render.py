@@ -26,7 +26,7 @@ import jinja2
 import jinja2.ext
 
 from tally.ui import seams
-from tally.ui.views import SORTS, Amount, Holder, Overview, ProviderView, Query
+from tally.ui.views import SORTS, Amount, ConsumerRow, Overview, ProviderView, Query
 
 HINTS = {
     "noauth": "This server runs with auth_strategy = noauth: the token admin is an admin.",
@@ -68,7 +68,7 @@ def amounts_text(resources: Mapping[str, int]) -> str:
     return ", ".join(f"{rc} {n}" for rc, n in sorted(resources.items())) or "-"
 
 
-def since(h: Holder) -> tuple[str, str]:
+def since(h: ConsumerRow) -> tuple[str, str]:
     """When the consumer's holding began here, and by which request ("-": unknown)."""
     if h.since is None:
         return "-", "-"

@@ -233,10 +233,10 @@ def overview(client: PlacementClient, query: Query) -> Overview:
 
 
 @dataclasses.dataclass(frozen=True)
-class Holder:
-    """A consumer with allocations on the provider."""
+class ConsumerRow:
+    """A consumer with allocations on the provider: one row of its Consumers table."""
 
-    uuid: str
+    consumer: str
     resources: Mapping[str, int]  # on this provider
     consumer_type: str | None
     project_id: str | None
@@ -254,7 +254,7 @@ class ProviderView:
     amounts: list[Amount]
     traits: list[str]
     aggregates: list[str]
-    holders: list[Holder]
+    holders: list[ConsumerRow]
     history: list[seams.HistoryEvent] | None  # None: no history in this build
 
     @property
@@ -280,7 +280,7 @@ def provider_view(
         owner = client.consumer_allocations(consumer)
         since = seams.holding_since(events, consumer, held) if events else None
         holders.append(
-            Holder(
+            ConsumerRow(
                 consumer,
                 held,
                 owner.get("consumer_type"),
