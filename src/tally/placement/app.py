@@ -13,6 +13,7 @@ from tally.placement.context import Service
 from tally.placement.handlers import (
     aggregates,
     allocations,
+    amounts,
     candidates,
     history,
     inventories,
@@ -48,8 +49,10 @@ ROUTES = (
     ("/reshaper", reshaper.Reshaper),
     # Beyond the API reference: the API itself, as OpenAPI 3.1 (per microversion).
     (openapi.PATH, openapi.Document),
-    # Tally's own API, under /tally/ (outside Placement's namespace): the claim history.
+    # Tally's own API, under /tally/ (outside Placement's namespace): the claim history,
+    # and the amounts of many providers in one answer.
     (history.PATH, history.History),
+    (amounts.PATH, amounts.Amounts),
 )
 
 

@@ -270,6 +270,12 @@ API_RULES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "traits and aggregates, with the request that made it.",
         ("GET /tally/v1/history",),
     ),
+    (
+        "tally:amounts:list",
+        "rule:admin_api",
+        "Read every provider's inventories with what is used of them, in one answer.",
+        ("GET /tally/v1/amounts",),
+    ),
 )
 
 # Rules of what Tally serves outside the Placement app's route table (the operator

@@ -6,8 +6,8 @@ one provider's page, and the shape typed in the capacity box. Rendering is
 The numbers are the API's: capacity is `int((total - reserved) * allocation_ratio)`
 of `GET .../inventories` (as `GET /allocation_candidates` and the capacity guard
 count it), used is `GET .../usages`, reserved is the inventory's. A provider is over
-capacity when some class has used > capacity. The list reads each provider's
-inventories and usages (two requests a provider, for at most MAX_READ providers).
+capacity when some class has used > capacity. The list reads every provider's
+amounts in one request (`GET /tally/v1/amounts`); a provider's page, its own.
 """
 
 from __future__ import annotations
@@ -26,9 +26,6 @@ from tally.doctor.inventory_check import capacity
 from tally.ui import seams
 
 MAX_ROWS = 1000  # provider rows on one page; the filters narrow the rest
-# Providers whose amounts the list reads (two requests each): sorted by name, the
-# rows shown; by fullness, the first listed (`GET /resource_providers`' order).
-MAX_READ = MAX_ROWS
 HISTORY_LIMIT = 200  # events read for a provider's page
 SORTS = {"name": "name", "fullness": "fullest first"}
 MAX_PARAM = 255  # characters of one GET parameter
@@ -205,6 +202,18 @@ def amounts(client: PlacementClient, uuid: str) -> list[Amount]:
     ]
 
 
+def every_amount(client: PlacementClient) -> dict[str, tuple[Amount, ...]]:
+    """Every provider's amounts per class, in one request (`GET /tally/v1/amounts`,
+    Tally's own: Placement answers one provider a request)."""
+    found = client.get("/tally/v1/amounts")["providers"]
+    return {
+        uuid: tuple(
+            Amount(rc, a["used"], a["reserved"], a["capacity"]) for rc, a in sorted(per.items())
+        )
+        for uuid, per in found.items()
+    }
+
+
 def overview(client: PlacementClient, query: Query) -> Overview:
     if query.problems:
         return Overview([], 0, "Cannot list providers: " + "; ".join(query.problems) + ".", True)
@@ -218,18 +227,13 @@ def overview(client: PlacementClient, query: Query) -> Overview:
     found = [Provider.of(p) for p in listed if name_matches(p["name"], query.name)]
     if query.sort == "name":
         found.sort(key=by_name)  # the amounts read are those of the rows shown
-    read = {p.uuid: tuple(amounts(client, p.uuid)) for p in found[:MAX_READ]}
+    read = every_amount(client)
     rows = [
         Row(p.uuid, p.name, p.parent_provider_uuid, p.root_provider_uuid, read.get(p.uuid, ()))
         for p in found
     ]
     rows = sort_rows(rows, query.sort)
-    notice = None
-    if len(found) > MAX_READ and query.sort != "name":
-        notice = (
-            f"Amounts are read for the first {MAX_READ:,} providers only: filter to see others."
-        )
-    return Overview(rows[:MAX_ROWS], len(rows), notice)
+    return Overview(rows[:MAX_ROWS], len(rows), None)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -124,46 +124,76 @@ def totals_by_type(
     return result
 
 
-def sample(engine: sa.Engine, max_providers: int) -> list[tuple[str, str, int, int, int]]:
-    """(provider uuid, class, capacity, reserved, used) of at most `max_providers`
-    providers (the first by id), for /metrics."""
+@dataclasses.dataclass(frozen=True)
+class Amounts:
+    """One inventory of one provider with what is used of it."""
+
+    provider: str  # uuid
+    resource_class: str
+    total: int
+    reserved: int
+    allocation_ratio: float
+    used: int
+
+    @property
+    def capacity(self) -> int:
+        return capacity(self.total, self.reserved, self.allocation_ratio)
+
+
+def amounts(engine: sa.Engine, max_providers: int | None = None) -> list[Amounts]:
+    """Every inventory with its usage, of every provider (or of the first
+    `max_providers` by id), in two reads: what a page of many providers shows, and
+    /metrics's per-provider gauges."""
+    rp, inv, rc, alloc = t.resource_providers, t.inventories, t.resource_classes, t.allocations
     with transaction(engine) as conn:
-        ids = (
-            conn.execute(
-                sa.select(t.resource_providers.c.id)
-                .order_by(t.resource_providers.c.id)
-                .limit(max_providers)
-            )
-            .scalars()
-            .all()
-        )
-        if not ids:
-            return []
+        wanted = sa.true()
+        if max_providers is not None:
+            ids = conn.execute(sa.select(rp.c.id).order_by(rp.c.id).limit(max_providers))
+            wanted = inv.c.resource_provider_id.in_(ids.scalars().all())
         rows = conn.execute(
             sa.select(
-                t.resource_providers.c.uuid,
-                t.resource_classes.c.name,
-                t.inventories.c.resource_provider_id,
-                t.inventories.c.resource_class_id,
-                t.inventories.c.total,
-                t.inventories.c.reserved,
-                t.inventories.c.allocation_ratio,
+                rp.c.uuid,
+                rc.c.name,
+                inv.c.resource_provider_id,
+                inv.c.resource_class_id,
+                inv.c.total,
+                inv.c.reserved,
+                inv.c.allocation_ratio,
             )
-            .join(
-                t.resource_providers,
-                t.resource_providers.c.id == t.inventories.c.resource_provider_id,
-            )
-            .join(t.resource_classes, t.resource_classes.c.id == t.inventories.c.resource_class_id)
-            .where(t.inventories.c.resource_provider_id.in_(ids))
+            .join(rp, rp.c.id == inv.c.resource_provider_id)
+            .join(rc, rc.c.id == inv.c.resource_class_id)
+            .where(wanted)
+            .order_by(rp.c.id, rc.c.name)
         ).all()
-        used = used_by_provider(conn, list(ids))
+        providers = sorted({r.resource_provider_id for r in rows})
+        if max_providers is not None:
+            used = used_by_provider(conn, providers)
+        else:
+            sums = conn.execute(
+                sa.select(
+                    alloc.c.resource_provider_id,
+                    alloc.c.resource_class_id,
+                    sa.func.sum(alloc.c.used),
+                ).group_by(alloc.c.resource_provider_id, alloc.c.resource_class_id)
+            )
+            used = {(p, c): int(n) for p, c, n in sums}
     return [
-        (
+        Amounts(
             r.uuid,
             r.name,
-            capacity(r.total, r.reserved, r.allocation_ratio),
+            r.total,
             r.reserved,
+            r.allocation_ratio,
             used.get((r.resource_provider_id, r.resource_class_id), 0),
         )
         for r in rows
+    ]
+
+
+def sample(engine: sa.Engine, max_providers: int) -> list[tuple[str, str, int, int, int]]:
+    """(provider uuid, class, capacity, reserved, used) of at most `max_providers`
+    providers (the first by id), for /metrics."""
+    return [
+        (a.provider, a.resource_class, a.capacity, a.reserved, a.used)
+        for a in amounts(engine, max_providers)
     ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 from tally.placement.schemas import (
     aggregates,
     allocations,
+    amounts,
     candidates,
     documents,
     history,
@@ -32,6 +33,7 @@ _RESOURCES = (
     reshaper,
     documents,
     history,
+    amounts,
 )
 
 OPERATIONS: dict[Key, Operation] = {}
