@@ -7,12 +7,13 @@ prints the table, and the docs test checks each row is documented.
 
 from __future__ import annotations
 
-import configparser
 import dataclasses
 import os
 import tomllib
 from pathlib import Path
 from typing import Any
+
+from tally import placement_conf as upstream_conf
 
 
 @dataclasses.dataclass(frozen=True)
@@ -389,19 +390,17 @@ def _coerce(name: str, value: Any) -> Any:
 
 def read_placement_conf(path: str | os.PathLike) -> dict[str, Any]:
     """The options of an upstream placement.conf that map to our settings."""
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(path)
+    conf = upstream_conf.read(path)
     found: dict[str, Any] = {}
     for setting in SETTINGS:
         if setting.placement_conf is None:
             continue
-        section, option = setting.placement_conf
-        if parser.has_option(section, option):
-            value = parser.get(section, option)
+        value = conf.get(*setting.placement_conf)
+        if value is not None:
             if setting.name == "auth_strategy" and value == "noauth2":
                 value = "noauth"
             found[setting.name] = value
-    if parser.has_option("DEFAULT", "debug") and parser.getboolean("DEFAULT", "debug"):
+    if _bool(conf.get(upstream_conf.DEFAULT, "debug") or ""):
         found["log_level"] = "DEBUG"
     # As oslo.policy does for placement.conf: the policy file is found beside it.
     folder = Path(path).resolve().parent
@@ -417,16 +416,14 @@ READ_WHOLE = ("keystone_authtoken",)  # auth_token reads its section itself
 
 def unused_placement_options(path: str | os.PathLike) -> list[str]:
     """`[section] option` of a placement.conf that Tally does not read, for a warning."""
-    parser = configparser.ConfigParser(interpolation=None)
-    parser.read(path)
     used = {s.placement_conf for s in SETTINGS if s.placement_conf} | READ_ELSEWHERE
-    found = [f"[DEFAULT] {o}" for o in parser.defaults() if ("DEFAULT", o) not in used]
-    for section in parser.sections():
-        if section in READ_WHOLE:
-            continue
-        own = set(parser[section]) - set(parser.defaults())
-        found += [f"[{section}] {o}" for o in sorted(own) if (section, o) not in used]
-    return found
+    return [
+        f"[{section}] {option}"
+        for section, option in sorted(
+            upstream_conf.read(path).options(), key=lambda so: (so[0] != "DEFAULT", so)
+        )
+        if section not in READ_WHOLE and (section, option) not in used
+    ]
 
 
 def load_settings(

@@ -40,6 +40,25 @@ def test_reads_the_matching_options_of_placement_conf(tmp_path):
     assert settings.allocation_conflict_retry_count == 3
 
 
+def test_placement_conf_is_read_as_oslo_config_reads_it(tmp_path):
+    conf = tmp_path / "placement.conf"
+    conf.write_text(
+        "[DEFAULT]\nconnection = sqlite:///not/ours.sqlite\n"  # DEFAULT's stays in DEFAULT
+        "[placement]\nallocation_conflict_retry_count = 3\n"
+        "allocation_conflict_retry_count = 7\n"  # repeated: the last one wins
+        "[placement_database]\nconnection = mysql+pymysql://u:50%@db/placement\n"
+    )
+    settings = load_settings(placement_conf=str(conf), environ={})
+    assert settings.allocation_conflict_retry_count == 7
+    assert settings.database == "mysql+pymysql://u:50%@db/placement"
+    assert unused_placement_options(conf) == ["[DEFAULT] connection"]
+    with pytest.raises(OSError):  # a file named but missing is said, not skipped
+        load_settings(placement_conf=str(tmp_path / "missing.conf"), environ={})
+    conf.write_text("[placement]\nnot an option\n")
+    with pytest.raises(ValueError, match="missing|assignment"):
+        load_settings(placement_conf=str(conf), environ={})
+
+
 def test_unknown_setting_is_refused():
     with pytest.raises(ValueError, match="unknown setting"):
         Settings.of(no_such_thing=1)

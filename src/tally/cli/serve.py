@@ -3,7 +3,6 @@ buffered before a thread runs them; `--workers N` pre-forked processes)."""
 
 from __future__ import annotations
 
-import configparser
 import logging
 from typing import Any
 
@@ -18,7 +17,7 @@ def read_settings(config_file: str | None, placement_conf: str | None, **given: 
     """`load_settings`; a value it refuses, or a file it cannot read, is bad input."""
     try:
         return load_settings(config_file, placement_conf, **given)
-    except (ValueError, OSError, configparser.Error) as exc:
+    except (ValueError, OSError) as exc:  # a placement.conf's PlacementConfError too
         raise click.UsageError(f"cannot read the settings: {exc}") from None
 
 
@@ -127,13 +126,8 @@ def serve(
 
 
 def _get_in_process(settings: Settings, engine, path: str) -> None:  # noqa: ANN001
-    import falcon.testing
+    from tally.serve.compose import get_once
 
-    from tally.serve.compose import create_server
-
-    client = falcon.testing.TestClient(create_server(settings, engine))
-    result = client.simulate_get(
-        path, headers={"x-auth-token": "admin", "openstack-api-version": "placement latest"}
-    )
-    click.echo(result.status)
-    click.echo(result.text)
+    status, text = get_once(settings, engine, path)
+    click.echo(status)
+    click.echo(text)

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
+from tally import placement_conf as upstream_conf
 from tally.clients.inprocess import as_caller
 from tally.config import Settings
 from tally.db.engine import make_engine
@@ -169,7 +170,7 @@ def _edge(settings: Settings, server: Server) -> Server:
 
         conf: dict[str, Any] = {"delay_auth_decision": True}
         if settings.placement_conf:
-            conf["oslo_config_config"] = _oslo_config(settings.placement_conf)
+            conf["oslo_config_config"] = upstream_conf.oslo_config(settings.placement_conf)
         front: WSGIApp = auth_token.AuthProtocol(server, conf)
     else:
         keep = NOAUTH_PROTOCOL if settings.auth_strategy == "noauth" else frozenset()
@@ -181,14 +182,6 @@ def _edge(settings: Settings, server: Server) -> Server:
     wrapped = Server(CookieToken(front), {})
     wrapped.lab = server.lab
     return wrapped
-
-
-def _oslo_config(path: str) -> Any:
-    from oslo_config import cfg
-
-    conf = cfg.ConfigOpts()
-    conf(args=[], default_config_files=[path], project="placement")
-    return conf
 
 
 def describe(settings: Settings, url: str) -> list[str]:
@@ -248,3 +241,15 @@ def start_ticker(server: Server) -> Ticker | None:
     ticker = Ticker(lab)
     ticker.start()
     return ticker
+
+
+def get_once(settings: Settings, engine: sa.Engine, path: str) -> tuple[str, str]:
+    """One GET of `path` from the composed server, in-process, as admin at the newest
+    microversion (`tally serve --get`): its status line and body."""
+    import falcon.testing
+
+    client = falcon.testing.TestClient(create_server(settings, engine))
+    result = client.simulate_get(
+        path, headers={"x-auth-token": "admin", "openstack-api-version": "placement latest"}
+    )
+    return result.status, result.text
