@@ -79,7 +79,7 @@ def test_no_budget_makes_everything(budgeted):
 
 def test_a_refused_search_asks_the_server_to_free_its_memory(budgeted, monkeypatch):
     asked = []
-    monkeypatch.setattr("tally.serve.freed_memory.release_soon", lambda: asked.append(True))
+    monkeypatch.setattr("tally.memory.release_soon", lambda: asked.append(True))
     client = budgeted()
     get(client, f"{SIX_GROUPS}&limit=5")
     assert asked == []

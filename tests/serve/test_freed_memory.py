@@ -1,5 +1,5 @@
 """A serving worker keeps the memory of a big answer for the next one
-(`tally.serve.freed_memory.keep`) instead of handing it back to the kernel and
+(`tally.memory.keep`) instead of handing it back to the kernel and
 faulting it in again, and hands it back after an answer past
 `RELEASE_AFTER_BYTES` (`after_answer`, then the server's tick). Checked in a
 fresh interpreter per case: resident memory after a 20 MB block is freed in a
@@ -15,9 +15,9 @@ import pytest
 
 PROBE = """
 import sys, threading
-from tally.serve import freed_memory
+from tally import memory
 if sys.argv[1] != "default":
-    freed_memory.keep()
+    memory.keep()
 
 def rss_kb():
     with open("/proc/self/status") as status:
@@ -29,16 +29,16 @@ def answer():
     found["peak"] = rss_kb()
     del block
     if sys.argv[1] == "big":  # as the server does once an answer this size is sent
-        freed_memory.after_answer(40 << 20)  # past the threshold
-        freed_memory.release_if_due()
+        memory.after_answer(40 << 20)  # past the threshold
+        memory.release_if_due()
     elif sys.argv[1] == "asked":  # a search refused half-way asked, then its 400 went out
-        freed_memory.release_soon()
-        freed_memory.release_if_due()  # a tick while it is still answered: not yet
-        freed_memory.after_answer(300)
-        freed_memory.release_if_due()
+        memory.release_soon()
+        memory.release_if_due()  # a tick while it is still answered: not yet
+        memory.after_answer(300)
+        memory.release_if_due()
     elif sys.argv[1] == "small":
-        freed_memory.after_answer(1 << 20)
-        freed_memory.release_if_due()
+        memory.after_answer(1 << 20)
+        memory.release_if_due()
     found["after"] = rss_kb()
 thread = threading.Thread(target=answer)
 thread.start()

@@ -20,17 +20,26 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "tally"
 # directly nor through any chain of tally imports (a -> b -> banned)
 ABOVE_DB = ("tally.placement", "tally.books", "tally.serve", "tally.cli", "tally.doctor")
 ABOVE_DB += ("tally.ui", "tally.compute", "tally.identity", "tally.nova", "tally.clients")
+OUTSIDE = ("tally.serve", "tally.cli", "tally.ui", "tally.doctor")
 FORBIDDEN = {
     "placement/handlers": ("sqlalchemy", "tally.db"),
     "placement/ledger": ("falcon",),
-    "doctor": ("tally.placement", "tally.db", "sqlalchemy"),
-    "clients": ("tally.placement", "tally.db", "sqlalchemy"),
+    "doctor": (
+        "tally.placement",
+        "tally.db",
+        "sqlalchemy",
+        "click",
+        "tally.serve",
+        "tally.cli",
+        "tally.ui",
+    ),
+    "clients": ("tally.placement", "tally.db", "sqlalchemy", "click", *OUTSIDE),
     # the lab compute speaks to Placement only over its API (never its tables or code)
-    "compute": ("tally.placement", "tally.db.schema"),
+    "compute": ("tally.placement", "tally.db.schema", "click", *OUTSIDE, "tally.books"),
     "compute/handlers": ("sqlalchemy", "tally.db"),
     "compute/ops": ("sqlalchemy", "tally.db", "falcon"),
     "compute/store": ("falcon", "httpx"),
-    "identity": ("tally.placement", "tally.compute"),
+    "identity": ("tally.placement", "tally.compute", "click", *OUTSIDE),
     # the storage layer is the bottom: no HTTP, no command line, nothing above it
     "db": ("falcon", "click", "httpx", *ABOVE_DB),
     # moving the books reads and writes tables; it serves nothing and prompts nothing
@@ -43,12 +52,19 @@ FORBIDDEN = {
     # tally.clients, and the server it runs in hands it its client and its gate
     # (tally.serve.page), so no chain from it reaches Placement's code at all
     "ui": ("tally.placement", "tally.db", "sqlalchemy"),
+    # no layer reaches up to what serves it, starts it or reads it from outside
+    "placement": ("click", *OUTSIDE, "tally.compute", "tally.identity", "tally.books"),
+    # the command line starts the server and speaks to services; Placement's own code
+    # it reaches only through what serves it (tally.serve) or readies its database
+    "cli": ("falcon", "tally.placement.handlers", "tally.ui"),
 }
 
 # package -> the layers it reaches a banned module through by design: a chain may
 # enter one of these (the layer that owns that dependency) and is not followed
 # past it. The package's own imports are never excused.
 THROUGH = {
+    # `tally serve` and `tally db` reach the server's code through what composes it
+    "cli": ("tally.serve",),
     # handlers make one ledger call; the service context carries the ledger's engine
     # (and the schemas bound the API's input by the columns' ranges, tally.db.schema)
     "placement/handlers": (

@@ -38,8 +38,9 @@ from waitress.server import TcpWSGIServer
 from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import BadRequest, RequestEntityTooLarge
 
+from tally import memory
 from tally.placement.error_responses import server_error_document
-from tally.serve import admission, freed_memory, io_loop, prefork
+from tally.serve import admission, io_loop, prefork
 from tally.serve.framing import ambiguous_framing
 
 log = logging.getLogger("tally.serving")
@@ -252,7 +253,7 @@ class _Task(WSGITask):
         try:
             super().service()
         finally:
-            freed_memory.after_answer(self.content_bytes_written)
+            memory.after_answer(self.content_bytes_written)
 
     def write(self, data: bytes) -> None:
         if self.wrote_header or not self.complete:
@@ -321,7 +322,7 @@ class _Server(TcpWSGIServer):
 
     def maintenance(self, now: float) -> None:
         super().maintenance(now)  # closes connections idle past `idle_seconds`
-        freed_memory.release_if_due()
+        memory.release_if_due()
         if self.master_pid is not None and os.getppid() != self.master_pid:
             log.warning("master %d is gone: worker %d stops", self.master_pid, os.getpid())
             raise SystemExit(0)
@@ -424,7 +425,7 @@ def _run_worker(
 ) -> None:
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    freed_memory.keep()  # before any thread: arenas are made per thread on demand
+    memory.keep()  # before any thread: arenas are made per thread on demand
     try:
         app = build()
     except Exception:

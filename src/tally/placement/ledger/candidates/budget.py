@@ -11,8 +11,8 @@ setting, before its memory is spent.
 
 from __future__ import annotations
 
+from tally import memory
 from tally.placement.ledger.errors import BadRequest
-from tally.serve import freed_memory
 
 SETTING = "candidates_answer_budget"
 
@@ -33,7 +33,7 @@ class Budget:
     def spend(self, count: int) -> None:
         self.made += count
         if 0 <= self.most < self.made:
-            freed_memory.release_soon()  # what it made until here: free once answered
+            memory.release_soon()  # what it made until here: free once answered
             raise AnswerTooLarge(
                 f"This request would make more than {self.most} allocation candidates or "
                 f"combinations of providers (the {SETTING} setting): narrow it, or ask "
