@@ -8,7 +8,7 @@ import uuid as uuidlib
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 from tally.placement.ledger.common import provider_row, utcnow
 
 

@@ -17,8 +17,9 @@ import sqlalchemy as sa
 
 from tally.config import Settings
 from tally.db import journal
-from tally.db.engine import make_engine, transaction
+from tally.db.engine import make_engine
 from tally.db.schema import ledger_writers, metadata
+from tally.db.transaction import transaction
 from tally.placement.app import create_app
 from tally.placement.handlers import common as handler_common
 from tally.placement.ledger.bootstrap import prepare_database, sync_standards

@@ -15,7 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 from tally.placement.ledger import allocations as ledger
 from tests.builders import provider_with_inventory
 from tests.conftest import PlacementClient

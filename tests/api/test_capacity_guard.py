@@ -23,7 +23,9 @@ from collections.abc import Callable
 import pytest
 import sqlalchemy as sa
 
-from tally.db.engine import WriterQueue, is_sqlite, transaction
+from tally.db.engine import is_sqlite
+from tally.db.transaction import transaction
+from tally.db.writer_queue import WriterQueue
 from tally.placement.ledger.common import lock_providers, provider_row
 from tests.builders import allocate, make_provider
 from tests.live import wait_until

@@ -22,7 +22,7 @@ import pytest
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import notes, transaction
+from tally.db.transaction import notes, transaction
 from tally.placement import app as placement_app
 from tally.placement.ledger import allocations as ledger_allocations
 from tally.placement.ledger import history_records as ledger_history

@@ -25,7 +25,7 @@ import pytest
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 from tests.builders import provider_with_inventory
 
 MAX_INT = 2**31 - 1

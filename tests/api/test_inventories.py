@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 from tests.builders import make_provider
 from tests.conftest import PlacementClient
 

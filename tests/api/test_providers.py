@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 
 AGG_A = "83a3d69d-8920-48e2-8914-cadfd8fa2f91"
 AGG_B = "99652f11-9f77-46b9-80b7-4b1989be9f8c"

@@ -19,7 +19,7 @@ import pytest
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 
 PROJECT, USER = "proj-a", "user-a"
 V = "1.30"  # the first reshaper microversion, before consumer types

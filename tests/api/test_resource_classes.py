@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 from tally.placement.ledger.common import utcnow
 
 JSON = {"content-type": "application/json"}

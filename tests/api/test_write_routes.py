@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 from tally.placement import app as placement_app
 from tally.placement.ledger.candidates import Index
 

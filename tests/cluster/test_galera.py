@@ -16,7 +16,7 @@ import cluster_load as load  # bench/cluster_load.py
 import httpx
 import pytest
 
-from tally.db.engine import MYSQL_TIMEOUTS
+from tally.db.mysql import MYSQL_TIMEOUTS
 
 BOUND = MYSQL_TIMEOUTS["read_timeout"] + 1  # a frozen node's statement times out, then 503
 

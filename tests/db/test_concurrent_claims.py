@@ -24,7 +24,8 @@ import sqlalchemy as sa
 
 from tally.config import Settings
 from tally.db import schema as t
-from tally.db.engine import make_engine, transaction
+from tally.db.engine import make_engine
+from tally.db.transaction import transaction
 from tally.placement.app import create_app
 from tests.builders import provider_with_inventory
 

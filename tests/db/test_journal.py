@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import at_commit, transaction
+from tally.db.transaction import at_commit, transaction
 
 Changes = set[tuple[int, int, int]]
 

@@ -21,7 +21,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 from tally.placement.ledger import providers, resource_classes
 from tally.placement.ledger.errors import BadRequest, Conflict
 from tally.placement.ledger.inventory import Rules, add_inventory

@@ -12,10 +12,11 @@ from collections.abc import Iterator
 import pytest
 import sqlalchemy as sa
 
+from tally.db import autocommit_reads
 from tally.db import engine as engine_module
 from tally.db import schema as t
-from tally.db.engine import transaction
 from tally.db.retry import unavailable
+from tally.db.transaction import transaction
 from tally.placement.ledger import providers
 from tally.placement.ledger.common import utcnow
 from tests.builders import provider_with_inventory
@@ -269,7 +270,7 @@ def test_a_lost_version_connection_costs_no_error(api, engine):
     client = api("1.39")
     rp = _new_provider(client)
     assert _in_tree(client, rp) == [rp]
-    readers = engine_module._autocommit_pool(engine)
+    readers = autocommit_reads.readers_of(engine)
     held = readers.raw_connection()
     lost_pid = held.driver_connection.info.backend_pid
     held.close()  # back to the pool, where the next read takes it

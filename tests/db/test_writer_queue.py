@@ -1,4 +1,4 @@
-"""SQLite writers queue on a lock file next to the database (db.engine.WriterQueue).
+"""SQLite writers queue on a lock file next to the database (db.writer_queue.WriterQueue).
 
 A write transaction begins only once it holds an exclusive `flock` on
 `<database>-writers.lock`, so writers of every `tally serve` worker on the host
@@ -18,8 +18,10 @@ from types import SimpleNamespace
 import pytest
 import sqlalchemy as sa
 
-from tally.db.engine import WriterQueue, make_engine, transaction
+from tally.db.engine import make_engine
 from tally.db.retry import unavailable
+from tally.db.transaction import transaction
+from tally.db.writer_queue import WriterQueue
 
 
 @pytest.fixture

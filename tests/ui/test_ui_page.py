@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from tally.config import Settings
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 from tally.serve.compose import create_server
 from tally.serve.page import create_page, in_process_client
 from tally.ui import seams, views

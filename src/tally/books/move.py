@@ -24,7 +24,8 @@ from tally.books import check, transfer, verify
 from tally.books.transfer import Progress, TransferError
 from tally.db import probe
 from tally.db import upstream_schema as upstream
-from tally.db.engine import make_engine, transaction
+from tally.db.engine import make_engine
+from tally.db.transaction import transaction
 
 T = TypeVar("T")
 

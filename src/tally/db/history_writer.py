@@ -29,7 +29,7 @@ import orjson
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import insert_at_commit, notes
+from tally.db.transaction import insert_at_commit, notes
 
 ALLOCATION = "allocation"
 INVENTORY = "inventory"

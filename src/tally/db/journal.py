@@ -35,7 +35,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from tally.db import schema as t
-from tally.db.engine import at_commit, notes, read_outside_transaction
+from tally.db.autocommit_reads import read_outside_transaction
+from tally.db.transaction import at_commit, notes
 
 NAMES = 0  # a change row naming no provider: classes or traits were added or removed
 EVERYTHING = -1  # reload all (a bulk import)

@@ -20,7 +20,7 @@ import sqlalchemy as sa
 
 import tally.retrying
 from tally import counts
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 
 LOG = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -8,7 +8,7 @@ import secrets
 import sqlalchemy as sa
 
 from tally.db.compute_schema import lab_secrets
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 
 TOKEN_KEY = "token_key"
 

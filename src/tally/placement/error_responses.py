@@ -137,7 +137,7 @@ def handle_unexpected(req: falcon.Request, resp: falcon.Response, exc: Exception
         raise exc
     if unavailable(exc):
         # Not a bug: the database is down, restarting, refusing connections or locked.
-        # The engine reconnects by itself once it is back (engine._ping_when_idle).
+        # The engine reconnects by itself once it is back (db.engine._ping_when_idle).
         logging.getLogger("tally.placement").error(
             "Database unavailable: %s", str(getattr(exc, "orig", None) or exc).strip()
         )

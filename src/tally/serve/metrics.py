@@ -4,7 +4,7 @@ Counted where they happen: requests per route template, method and status, and t
 latency (tally.placement.middleware); claims accepted, refused for capacity, refused
 for a generation (`PUT /allocations/{consumer_uuid}`, `POST /allocations`); capacity
 guard refusals per resource class; database transactions run again after a deadlock
-or a race (tally.db.engine). Read when scraped: capacity, reserved and used per
+or a race (tally.db.retry). Read when scraped: capacity, reserved and used per
 provider and class, of at most `metrics_max_providers` providers; and how many more
 of each shape of `capacity_shapes` fit (tally.serve.fill_gauges), in all and per host.
 

@@ -1,5 +1,5 @@
 """SQL on the lab's own tables (db/compute_schema.py): plain dicts in and out.
-Every write is one short transaction (`db.engine.transaction`)."""
+Every write is one short transaction (`db.transaction.transaction`)."""
 
 from __future__ import annotations
 

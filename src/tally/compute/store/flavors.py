@@ -9,7 +9,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tally.db.compute_schema import compute_flavors as t
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 
 
 def _row(row: sa.Row) -> dict[str, Any]:

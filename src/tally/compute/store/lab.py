@@ -10,7 +10,7 @@ from tally.db.compute_schema import (
     compute_migrations,
     compute_servers,
 )
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 
 # children first: what refers to a server or a host goes before it
 TABLES = (

@@ -10,7 +10,7 @@ import sqlalchemy as sa
 
 from tally.compute.store import matching
 from tally.db.compute_schema import compute_migrations as t
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 
 FINAL = ("completed", "confirmed", "reverted", "cancelled", "error", "failed", "done")
 

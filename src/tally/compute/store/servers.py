@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from tally.compute.store import matching
 from tally.db.compute_schema import compute_servers as t
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 
 
 def _row(row: sa.Row) -> dict[str, Any]:

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import at_commit, transaction
 from tally.db.retry import run_retrying
+from tally.db.transaction import at_commit, transaction
 from tally.placement.ledger import history_records
 from tally.placement.ledger.common import bump_generation, named_or_linked, provider_row, utcnow
 from tally.placement.ledger.errors import ConcurrentUpdate, Conflict

@@ -23,10 +23,10 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import at_commit, insert_at_commit, transaction
 from tally.db.retry import RunAgain, retrying
 from tally.db.retry import run_retrying as run_retrying_in_engine
 from tally.db.row_rules import stored_fault
+from tally.db.transaction import at_commit, insert_at_commit, transaction
 from tally.placement.ledger import consumers as cons
 from tally.placement.ledger import history_records, provider_bumps
 from tally.placement.ledger.common import (

@@ -9,8 +9,8 @@ import sqlalchemy as sa
 
 from tally.db import journal, migrate, probe
 from tally.db import schema as t
-from tally.db.engine import transaction
 from tally.db.retry import retrying
+from tally.db.transaction import transaction
 
 
 @retrying

@@ -10,7 +10,8 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import at_commit, is_sqlite
+from tally.db.engine import is_sqlite
+from tally.db.transaction import at_commit
 from tally.placement.ledger.errors import ConcurrentUpdate, NotFound
 
 

@@ -16,7 +16,8 @@ import dataclasses
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import at_commit, insert_at_commit, is_sqlite
+from tally.db.engine import is_sqlite
+from tally.db.transaction import at_commit, insert_at_commit
 from tally.placement.ledger.common import utcnow
 from tally.placement.ledger.errors import ConcurrentUpdate
 

@@ -34,9 +34,9 @@ import sqlalchemy as sa
 
 from tally.db import history_writer as recorder
 from tally.db import schema as t
-from tally.db.engine import transaction
 from tally.db.history_writer import CALLER, Caller, recording
 from tally.db.retry import retrying
+from tally.db.transaction import transaction
 
 log = logging.getLogger("tally.placement.history")
 

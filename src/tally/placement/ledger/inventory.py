@@ -24,9 +24,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import at_commit, insert_at_commit, transaction
 from tally.db.retry import retrying
 from tally.db.schema import MAX_CAPACITY
+from tally.db.transaction import at_commit, insert_at_commit, transaction
 from tally.placement.ledger import history_records
 from tally.placement.ledger.capacity_guard import UPDATE_CONFLICT, guard
 from tally.placement.ledger.common import bump_generation, provider_row, utcnow

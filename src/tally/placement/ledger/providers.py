@@ -20,8 +20,9 @@ from sqlalchemy.dialects import postgresql
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import is_sqlite, transaction
+from tally.db.engine import is_sqlite
 from tally.db.retry import retrying, run_retrying
+from tally.db.transaction import transaction
 from tally.placement.ledger import history_records, provider_listing
 from tally.placement.ledger.candidates import view as views
 from tally.placement.ledger.candidates.index import Index

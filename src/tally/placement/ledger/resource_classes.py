@@ -22,8 +22,9 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import is_sqlite, transaction
+from tally.db.engine import is_sqlite
 from tally.db.retry import retried, retrying
+from tally.db.transaction import transaction
 from tally.placement.ledger.common import has_rows, row_by_name, utcnow
 from tally.placement.ledger.errors import BadRequest, Conflict, NotFound
 

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import at_commit, insert_at_commit, transaction
 from tally.db.retry import retrying
+from tally.db.transaction import at_commit, insert_at_commit, transaction
 from tally.placement.ledger import history_records
 from tally.placement.ledger.common import (
     bump_generation,

@@ -12,7 +12,7 @@ import dataclasses
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 from tally.placement.ledger import consumers as cons
 from tally.placement.ledger.common import provider_row
 from tally.placement.ledger.usage_queries import capacity, used_by_provider

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 
 import sqlalchemy as sa
 
-from tally.db.engine import transaction
+from tally.db.transaction import transaction
 from tally.placement.ledger.candidates import kept_answers as answers
 from tally.placement.ledger.candidates import render, search, summaries
 from tally.placement.ledger.candidates import view as views

@@ -29,8 +29,8 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.engine import transaction
 from tally.db.row_rules import inventory_fault
+from tally.db.transaction import transaction
 from tally.placement.ledger.candidates.answer_cache import Answers
 from tally.placement.ledger.candidates.snapshot import (
     INVENTORY_FIELDS,

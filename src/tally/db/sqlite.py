@@ -1,0 +1,51 @@
+"""A SQLite database as Tally runs it (datasette's discipline): WAL mode with a busy
+timeout, writers in line before they begin (`writer_queue`), and write transactions
+that start with `BEGIN IMMEDIATE`, so writers take the lock up front instead of
+failing half-way with "database is locked"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from tally.db import probe, writer_queue
+from tally.db.transaction import WRITE, refuse_writes_in_reads
+
+BUSY_TIMEOUT_SECONDS = 30
+
+
+def sqlite_engine(url: sa.URL) -> sa.Engine:
+    """The engine of the SQLite file `url` names (its folder made when missing)."""
+    if url.database and url.database != ":memory:":
+        try:
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise probe.UnusableDatabase(
+                f"cannot reach database {probe.safe_url(url)}: {exc.strerror or exc}"
+            ) from None
+    engine = probe.create(
+        url,
+        connect_args={"timeout": BUSY_TIMEOUT_SECONDS, "check_same_thread": False},
+        pool_size=8,
+    )
+    refuse_writes_in_reads(engine)
+
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record) -> None:  # noqa: ANN001
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=NORMAL")
+        cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
+        cur.execute("PRAGMA foreign_keys=OFF")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: sa.Connection) -> None:
+        immediate = conn.get_execution_options().get(WRITE, False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    writer_queue.install(engine, url.database if url.database != ":memory:" else None)
+    return engine

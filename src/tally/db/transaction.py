@@ -1,0 +1,165 @@
+"""The one transaction helper: every read and write of Tally's tables is one short
+transaction (`transaction`), committed on success and rolled back on any error.
+
+A read may not change anything (`refuse_writes_in_reads`, on every database, so
+tests on any catch it); on PostgreSQL it runs in autocommit: at READ COMMITTED each
+statement sees its own snapshot anyway, and BEGIN and COMMIT would be two more round
+trips. A SQLite writer waits its turn first (`writer_queue`).
+
+The last writes of a transaction that nothing reads back (its history rows, the
+journal's version) go to PostgreSQL together with the COMMIT, in one round trip
+(`at_commit`, `insert_at_commit`); a module notes what it will write just before the
+commit (`notes`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+from collections.abc import Callable, Iterator
+from typing import TypeVar
+
+import orjson
+import sqlalchemy as sa
+from sqlalchemy import event
+
+from tally.db import writer_queue
+
+WRITE = "tally_write"  # execution options that say what a transaction is
+READ = "tally_read"
+N = TypeVar("N")
+_NOTES = "tally.notes"
+_LAST = "tally.at_commit"
+_Statements = list[tuple[sa.Executable, dict | None]]
+
+
+@contextlib.contextmanager
+def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connection]:
+    """One short transaction: committed on success, rolled back on any error.
+    A read (`write=False`) may not change anything."""
+    queue = writer_queue.of(engine) if write else None
+    with engine.connect() as conn, queue.turn() if queue else contextlib.nullcontext():
+        options: dict = {WRITE: True} if write else {READ: True}
+        if not write and engine.dialect.name == "postgresql":
+            options["isolation_level"] = "AUTOCOMMIT"
+        conn = conn.execution_options(**options)
+        conn.info.pop(_NOTES, None)  # (the info of a pooled connection outlives us)
+        conn.info.pop(_LAST, None)
+        if write and engine.dialect.name == "postgresql":
+            conn.info[_LAST] = []  # at_commit's writes wait for the COMMIT
+        try:
+            with conn.begin() as trans:
+                yield conn
+                notes = conn.info.pop(_NOTES, {})
+                for _, noted, flush in sorted(notes.values(), key=lambda entry: entry[0]):
+                    flush(conn, noted)
+                _commit_with_last_writes(conn, trans, conn.info.pop(_LAST, []))
+        finally:
+            if not conn.invalidated:  # (reading `info` of a lost connection would connect
+                conn.info.pop(_NOTES, None)  # anew: a second timeout on a frozen server)
+                conn.info.pop(_LAST, None)
+
+
+def refuse_writes_in_reads(engine: sa.Engine) -> None:
+    """A write in a read transaction (autocommit on PostgreSQL: each statement
+    would commit alone) is a bug: refuse it on every database, so tests on any
+    catch it."""
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def _check(conn, _cursor, statement, _params, context, _many) -> None:  # noqa: ANN001
+        if conn.get_execution_options().get(READ) and (
+            context.isinsert or context.isupdate or context.isdelete
+        ):
+            raise RuntimeError(f"a write in a read transaction: {statement[:80]}")
+
+
+def at_commit(
+    conn: sa.Connection, statement: sa.Executable, params: dict | None = None, *, defer: bool = True
+) -> None:
+    """Run `statement`, a write whose result nobody reads, as the transaction
+    commits: on PostgreSQL sent in one message with the others and the COMMIT
+    (one round trip), elsewhere now. They run after every statement run directly.
+    A Core statement names each of its parameters (an `insert()` without
+    `.values()` would expect every column). `defer=False` runs it now anywhere,
+    for a caller that reads on after it. (A write transaction's history rows and
+    journal version go this way.)"""
+    waiting = conn.info.get(_LAST)
+    if defer and waiting is not None:
+        waiting.append((statement, params))
+    else:
+        conn.execute(statement, params)
+
+
+def defers(conn: sa.Connection) -> bool:
+    """Whether `at_commit` writes wait for the COMMIT (PostgreSQL write transactions)."""
+    return conn.info.get(_LAST) is not None
+
+
+def insert_at_commit(
+    conn: sa.Connection, table: sa.Table, rows: list[dict], *, defer: bool = True
+) -> None:
+    """Insert `rows` (dicts with the same keys) into `table` as the transaction
+    commits (`at_commit`): on PostgreSQL one statement whatever their number, the
+    rows as JSON; elsewhere (or with `defer=False`) now."""
+    if not rows:
+        return
+    if defer and defers(conn):
+        statement = _json_insert(table, tuple(rows[0]))
+        at_commit(conn, statement, {"rows": orjson.dumps(rows).decode()})
+    else:
+        conn.execute(_insert(table), rows)
+
+
+@functools.cache
+def _insert(table: sa.Table) -> sa.Insert:
+    return table.insert()  # (built once: building costs about what a small write does)
+
+
+@functools.cache
+def _json_insert(table: sa.Table, columns: tuple[str, ...]) -> sa.TextClause:
+    names = ", ".join(columns)
+    return sa.text(
+        f"INSERT INTO {table.name} ({names}) SELECT {names}"
+        f" FROM json_populate_recordset(NULL::{table.name}, CAST(:rows AS json))"
+    )
+
+
+def _commit_with_last_writes(
+    conn: sa.Connection, trans: sa.RootTransaction, last: _Statements
+) -> None:
+    """Send the `at_commit` writes and the COMMIT as one script (their values
+    written in as literals by the driver, which quotes them). A statement refused
+    there (a constraint, a deadlock) stops the script before the COMMIT and is
+    raised as any error of the database is."""
+    if not last:
+        return
+    from psycopg import ClientCursor  # (PostgreSQL only: its driver may be absent elsewhere)
+
+    literal = ClientCursor(conn.connection.driver_connection)
+    script = [
+        literal.mogrify(_compiled(statement, conn.dialect), params) for statement, params in last
+    ]
+    conn.execution_options(no_parameters=True).exec_driver_sql("; ".join([*script, "COMMIT"]))
+    trans.commit()  # (the driver sees the transaction ended: nothing more is sent)
+
+
+@functools.cache
+def _compiled(statement: sa.Executable, dialect: sa.Dialect) -> str:
+    return str(statement.compile(dialect=dialect))
+
+
+def notes(
+    conn: sa.Connection,
+    key: str,
+    make: Callable[[], N],
+    flush: Callable[[sa.Connection, N], object],
+    order: int = 0,
+) -> N:
+    """What the module `key` noted so far in this transaction (`make()` the first
+    time); `flush(conn, notes)` runs inside the transaction just before it commits,
+    after the flushes of lower `order`. Nothing noted outlives a rollback. (The
+    ledger journal and the claim history keep their notes here.)"""
+    kept = conn.info.setdefault(_NOTES, {})
+    if key not in kept:
+        kept[key] = (order, make(), flush)
+    return kept[key][1]
