@@ -16,6 +16,7 @@ from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
 from tally.config import Settings
 from tally.serve.compose import create_server
+from tests.live import server_process
 
 STORY = Path(__file__).resolve().parents[1] / "e2e" / "test_cli_story.py"
 SMALL = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}
@@ -45,7 +46,7 @@ def upstream_placement(tmp_path: Path):
         str(tmp_path),
         "placement.wsgi.api:application",
     ]
-    with e2e.serving(command, env, tmp_path / "upstream.log", f"http://127.0.0.1:{port}") as url:
+    with server_process(command, env, tmp_path / "upstream.log", port) as (url, _proc):
         yield url
 
 
