@@ -82,3 +82,15 @@ def test_a_migrated_database_is_served_and_logged_as_tally_serve_logs(tmp_path):
     assert '"GET /resource_providers" status: 200' in log[0]
     done = load(tmp_path, SERVE_ONE, TALLY_LAB="on")
     assert done.stdout.splitlines()[-1] == "/identity/v3 200"
+
+
+def test_the_old_entry_name_is_the_same_application(tmp_path):
+    """Deployments written for `tally.wsgi:application` keep working."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'tally.sqlite'}")
+    migrate.upgrade(engine)
+    engine.dispose()
+    code = (
+        "import tally.wsgi, tally.serve.wsgi as w; print(tally.wsgi.application is w.application)"
+    )
+    done = load(tmp_path, code)
+    assert (done.returncode, done.stdout.strip()) == (0, "True"), done.stderr
