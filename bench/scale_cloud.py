@@ -150,10 +150,8 @@ def generate(hosts: int, seed: int) -> Cloud:
             held = {
                 root.uuid: {"resources": {"VCPU": size, "MEMORY_MB": size * 1024, "DISK_GB": 20}}
             }
-            free = [d for d in devices if not getattr(d, "taken", False)]
-            if free and rnd.random() < 0.05:
-                device = free[0]
-                device.taken = True
+            if devices and rnd.random() < 0.05:
+                device = devices.pop(0)  # a device serves one server
                 held[device.uuid] = {"resources": dict.fromkeys(device.inventories, 1)}
             prepop.append((next(ids), held))
             vcpus -= size

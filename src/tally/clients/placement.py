@@ -190,6 +190,11 @@ class PlacementClient:
         """Used amount per class on the provider."""
         return self.get(f"/resource_providers/{uuid}/usages")["usages"]
 
+    def amounts(self) -> dict[str, dict[str, dict[str, Any]]]:
+        """Tally's own `GET /tally/v1/amounts`: provider uuid -> class -> total,
+        reserved, allocation_ratio, capacity and used, every provider at once."""
+        return self.get("/tally/v1/amounts")["providers"]
+
     def provider_allocations(self, uuid: str) -> dict[str, dict[str, int]]:
         """consumer uuid -> {class: amount} of what each consumer holds on the provider."""
         body = self.get(f"/resource_providers/{uuid}/allocations")["allocations"]

@@ -205,12 +205,11 @@ def amounts(client: PlacementClient, uuid: str) -> list[Amount]:
 def every_amount(client: PlacementClient) -> dict[str, tuple[Amount, ...]]:
     """Every provider's amounts per class, in one request (`GET /tally/v1/amounts`,
     Tally's own: Placement answers one provider a request)."""
-    found = client.get("/tally/v1/amounts")["providers"]
     return {
         uuid: tuple(
             Amount(rc, a["used"], a["reserved"], a["capacity"]) for rc, a in sorted(per.items())
         )
-        for uuid, per in found.items()
+        for uuid, per in client.amounts().items()
     }
 
 
@@ -227,7 +226,7 @@ def overview(client: PlacementClient, query: Query) -> Overview:
     found = [Provider.of(p) for p in listed if name_matches(p["name"], query.name)]
     if query.sort == "name":
         found.sort(key=by_name)  # the amounts read are those of the rows shown
-    read = every_amount(client)
+    read = every_amount(client) if found else {}
     rows = [
         Row(p.uuid, p.name, p.parent_provider_uuid, p.root_provider_uuid, read.get(p.uuid, ()))
         for p in found
