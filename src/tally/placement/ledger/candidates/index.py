@@ -282,9 +282,14 @@ class Index:
             ),
             _RP.c.id,
         )
-        known = self.rows.keys() | {row[0] for row in providers}
+        batch = {row[0] for row in providers}  # (not a copy of every row's id: a reload is a few)
+        loaded = self.rows
+
+        def known(rp: int) -> bool:
+            return rp in loaded or rp in batch
+
         for rp, uuid, parent, root, name, generation, stamp in providers:
-            if root not in known or (parent is not None and parent not in known):
+            if not known(root) or (parent is not None and not known(parent)):
                 _left_out(uuid, f"its parent ({parent}) or root ({root}) does not exist")
                 continue
             self.rows[rp] = (uuid, parent, root)
