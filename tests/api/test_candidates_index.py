@@ -209,6 +209,14 @@ class Cloud:
         body = {"name": f"{rp}-{self.rng.randrange(1000)}"}
         assert self.api().simulate_put(f"/resource_providers/{rp}", json=body).status_code == 200
 
+    def move_provider(self) -> None:
+        """Re-parent a provider (or make it a root): its tree's ids change."""
+        rp = self.rng.choice(self.providers)
+        parent = self.rng.choice([None, *self.providers])
+        body = {"name": rp, "parent_provider_uuid": parent}
+        resp = self.api().simulate_put(f"/resource_providers/{rp}", json=body)
+        assert resp.status_code in (200, 400, 409), resp.text  # 400: into its own subtree
+
     def delete_provider(self) -> None:
         rp = self.rng.choice(self.providers)
         if self.api().simulate_delete(f"/resource_providers/{rp}").status_code == 204:
@@ -228,6 +236,7 @@ class Cloud:
                 self.claim,
                 self.release,
                 self.rename_provider,
+                self.move_provider,
                 self.delete_provider,
             ]
         )

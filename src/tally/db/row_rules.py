@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from tally.db.schema import MAX_CAPACITY, MAX_INT, inventories
 
-LOWEST = {"total": 1, "reserved": 0, "min_unit": 1, "max_unit": 1, "step_size": 1}
+LOWEST = {"total": 1, "reserved": 0, "min_unit": 1, "max_unit": 1, "step_size": 1}  # in order
 
 
 def whole_in(value: Any, low: int, high: int = MAX_INT) -> bool:
@@ -23,15 +23,10 @@ def inventory_fault(
     total: Any, reserved: Any, ratio: Any, min_unit: Any, max_unit: Any, step_size: Any
 ) -> tuple[str, str] | None:
     """(the kind of fault, the values that show it) of one inventory; None: sound."""
-    values = {
-        "total": total,
-        "reserved": reserved,
-        "min_unit": min_unit,
-        "max_unit": max_unit,
-        "step_size": step_size,
-    }
-    bad = [field for field, low in LOWEST.items() if not whole_in(values[field], low)]
-    if bad:
+    amounts = (total, reserved, min_unit, max_unit, step_size)
+    if not all(map(whole_in, amounts, LOWEST.values())):  # (a catch-up checks thousands)
+        values = dict(zip(LOWEST, amounts, strict=True))
+        bad = [field for field, low in LOWEST.items() if not whole_in(values[field], low)]
         return (
             "an inventory amount not a whole number in range (total, reserved, units)",
             ", ".join(f"{field}={values[field]!r}" for field in bad),

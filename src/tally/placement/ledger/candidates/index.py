@@ -206,8 +206,6 @@ class Index:
     def _reload(self, conn: sa.Connection, ids: set[int]) -> None:
         uuids = {rp: self.rows[rp][0] for rp in ids if rp in self.rows}
         touched = self._anchors_touched(ids) if self.answers else set()
-        for rp in ids:
-            self._drop(rp)
         ordered = sorted(ids)
         for start in range(0, len(ordered), CHUNK):
             self._load(conn, ordered[start : start + CHUNK])
@@ -259,96 +257,67 @@ class Index:
         self._summaries_json.pop(rp, None)
 
     def _load(self, conn: sa.Connection, ids: list[int] | None) -> None:
-        """Read the given providers (None: all) into the index."""
-
-        def rows(query: sa.Select, column: sa.ColumnElement) -> list[tuple]:
-            if ids is not None:
-                query = query.where(column.in_(ids))
-            result = conn.execute(query)
-            try:
-                return result.cursor.fetchall()
-            finally:
-                result.close()
-
-        providers = rows(
-            sa.select(
-                _RP.c.id,
-                _RP.c.uuid,
-                _RP.c.parent_provider_id,
-                _RP.c.root_provider_id,
-                _RP.c.name,
-                _RP.c.generation,
-                PROVIDER_STAMP,
-            ),
-            _RP.c.id,
-        )
-        batch = {row[0] for row in providers}  # (not a copy of every row's id: a reload is a few)
+        """Read the given providers (None: all) into the index, changing only what
+        differs from what it holds: after a claim, a provider's usage and generation
+        (a catch-up after a burst of claims patches one class of each)."""
+        read = _Read(conn, ids, self.class_names)
+        batch = {row[0] for row in read.providers}  # (not every row's id: a reload is a few)
         loaded = self.rows
 
         def known(rp: int) -> bool:
             return rp in loaded or rp in batch
 
-        for rp, uuid, parent, root, name, generation, stamp in providers:
+        present = []
+        for rp, uuid, parent, root, name, generation, stamp in read.providers:
             if not known(root) or (parent is not None and not known(parent)):
                 _left_out(uuid, f"its parent ({parent}) or root ({root}) does not exist")
+                self._drop(rp)
                 continue
-            self.rows[rp] = (uuid, parent, root)
+            held = loaded.get(rp)
+            if held != (uuid, parent, root):
+                if held is not None:
+                    self._drop(rp)
+                self._enter(rp, uuid, parent, root)
             self.shown[rp] = (name, generation, stamp)
-            self.by_uuid[uuid] = rp
-            self.quoted[rp] = f'"{uuid}"'
-            self.root_of[rp] = root
-            self.trees[root].add(rp)
-            if parent is None:
-                self.roots.add(rp)
-        self._sorted_roots = None
-        inventories = sa.select(
-            _INV.c.resource_provider_id, _INV.c.resource_class_id, *INVENTORY_FIELDS
-        )
-        for rp, rc, total, reserved, ratio, low, high, step in rows(
-            inventories, _INV.c.resource_provider_id
-        ):
-            fault = inventory_fault(total, reserved, ratio, low, high, step)
-            if fault is not None or rc not in self.class_names:
-                why = fault[0] if fault else "a class that does not exist"
-                _left_out(self.rows[rp][0] if rp in self.rows else rp, f"{why} (class id {rc})")
-                continue
-            capacity = capacity_of(total, reserved, ratio)
-            self.inventories.setdefault(rp, {})[rc] = (capacity, low, high, step)
-        usage = sa.select(
-            _ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id, sa.func.sum(_ALLOC.c.used)
-        ).group_by(_ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id)
-        for rp, rc, used in rows(usage, _ALLOC.c.resource_provider_id):
-            self.used.setdefault(rp, {})[rc] = int(used or 0)
-        for rp, trait in rows(
-            sa.select(_RPT.c.resource_provider_id, _RPT.c.trait_id), _RPT.c.resource_provider_id
-        ):
-            self.traits.setdefault(rp, set()).add(trait)
-            self.holders[trait].add(rp)
-        links = sa.select(_RPA.c.resource_provider_id, _RPA.c.aggregate_id, _AGG.c.uuid).join(
-            _AGG, _AGG.c.id == _RPA.c.aggregate_id
-        )
-        for rp, agg, uuid in rows(links, _RPA.c.resource_provider_id):
-            self.aggregates.setdefault(rp, set()).add(agg)
-            self.members[agg].add(rp)
-            self.aggregate_ids[uuid] = agg
-        for rp in self.rows if ids is None else ids:
-            self._stock(rp)
+            self._listing_rows.pop(rp, None)
+            self._summaries.pop(rp, None)
+            self._summaries_json.pop(rp, None)
+            present.append(rp)
+        if ids is not None:
+            for rp in set(ids) - batch:  # deleted
+                self._drop(rp)
+        self.aggregate_ids.update(read.aggregate_ids)
+        for rp in present:
+            self._restock(rp, read.inventories.get(rp, {}), read.used.get(rp, {}))
+            _relink(rp, read.traits.get(rp), self.traits, self.holders)
+            _relink(rp, read.aggregates.get(rp), self.aggregates, self.members)
 
-    def _stock(self, rp: int) -> None:
-        """The stock rows of one provider from its inventories and usage."""
-        row = self.rows.get(rp)
-        if row is None:  # deleted meanwhile: whatever was read of it goes
-            self.inventories.pop(rp, None)
-            self.used.pop(rp, None)
-            for trait in self.traits.pop(rp, ()):
-                self.holders[trait].discard(rp)
-            for agg in self.aggregates.pop(rp, ()):
-                self.members[agg].discard(rp)
-            return
-        used = self.used.get(rp, {})
-        for rc, (capacity, low, high, step) in self.inventories.get(rp, {}).items():
-            stock = self.by_class[rc][rp] = (rp, row[2], capacity, used.get(rc, 0), low, high, step)
-            self._patch(rc, rp, stock)
+    def _enter(self, rp: int, uuid: str, parent: int | None, root: int) -> None:
+        self.rows[rp] = (uuid, parent, root)
+        self.by_uuid[uuid] = rp
+        self.quoted[rp] = f'"{uuid}"'
+        self.root_of[rp] = root
+        self.trees[root].add(rp)
+        if parent is None:
+            self.roots.add(rp)
+            self._sorted_roots = None
+
+    def _restock(self, rp: int, inventories: dict[int, Inventory], used: dict[int, int]) -> None:
+        """The stock rows of one provider from its inventories and usage as read,
+        patched where they differ from the ones held."""
+        held = self.inventories.get(rp)
+        for rc in held.keys() - inventories.keys() if held else ():
+            self.by_class[rc].pop(rp, None)
+            self._patch(rc, rp, None)
+        _keep(self.inventories, rp, inventories)
+        _keep(self.used, rp, used)
+        root = self.rows[rp][2]
+        for rc, (capacity, low, high, step) in inventories.items():
+            stock = (rp, root, capacity, used.get(rc, 0), low, high, step)
+            of_class = self.by_class[rc]
+            if of_class.get(rp) != stock:
+                of_class[rp] = stock
+                self._patch(rc, rp, stock)
 
     def _patch(self, rc: int, rp: int, stock: Stock | None) -> None:
         """Bring the kept lists of class `rc` up to date for provider `rp` (None:
@@ -458,6 +427,95 @@ def _put(rows: list[Stock], rp: int, stock: Stock | None) -> None:
             rows[i] = stock
     elif stock is not None:
         rows.insert(i, stock)
+
+
+_PROVIDERS = sa.select(
+    _RP.c.id,
+    _RP.c.uuid,
+    _RP.c.parent_provider_id,
+    _RP.c.root_provider_id,
+    _RP.c.name,
+    _RP.c.generation,
+    PROVIDER_STAMP,
+)
+_INVENTORIES = sa.select(_INV.c.resource_provider_id, _INV.c.resource_class_id, *INVENTORY_FIELDS)
+_USAGE = sa.select(
+    _ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id, sa.func.sum(_ALLOC.c.used)
+).group_by(_ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id)
+_TRAITS = sa.select(_RPT.c.resource_provider_id, _RPT.c.trait_id)
+_LINKS = sa.select(_RPA.c.resource_provider_id, _RPA.c.aggregate_id, _AGG.c.uuid).join(
+    _AGG, _AGG.c.id == _RPA.c.aggregate_id
+)
+
+
+class _Read:
+    """What the database holds of some providers (None: all of them), in the
+    index's shapes; inventories against the ledger's rules left out."""
+
+    def __init__(
+        self, conn: sa.Connection, ids: list[int] | None, class_names: dict[int, str]
+    ) -> None:
+        def rows(query: sa.Select, column: sa.ColumnElement) -> list[tuple]:
+            if ids is not None:  # (one bound list: no statement built of thousands of values)
+                query = query.where(column.in_(sa.bindparam("ids", expanding=True)))
+            result = conn.execute(query, {"ids": ids} if ids is not None else {})
+            try:
+                return result.cursor.fetchall()
+            finally:
+                result.close()
+
+        self.providers = rows(_PROVIDERS, _RP.c.id)
+        self.inventories: dict[int, dict[int, Inventory]] = {}
+        for rp, rc, total, reserved, ratio, low, high, step in rows(
+            _INVENTORIES, _INV.c.resource_provider_id
+        ):
+            fault = inventory_fault(total, reserved, ratio, low, high, step)
+            if fault is not None or rc not in class_names:
+                why = fault[0] if fault else "a class that does not exist"
+                named = next((row[1] for row in self.providers if row[0] == rp), rp)
+                _left_out(named, f"{why} (class id {rc})")
+                continue
+            capacity = capacity_of(total, reserved, ratio)
+            self.inventories.setdefault(rp, {})[rc] = (capacity, low, high, step)
+        self.used: dict[int, dict[int, int]] = {}
+        for rp, rc, used in rows(_USAGE, _ALLOC.c.resource_provider_id):
+            self.used.setdefault(rp, {})[rc] = int(used or 0)
+        self.traits: dict[int, set[int]] = {}
+        for rp, trait in rows(_TRAITS, _RPT.c.resource_provider_id):
+            self.traits.setdefault(rp, set()).add(trait)
+        self.aggregates: dict[int, set[int]] = {}
+        self.aggregate_ids: dict[str, int] = {}
+        for rp, agg, uuid in rows(_LINKS, _RPA.c.resource_provider_id):
+            self.aggregates.setdefault(rp, set()).add(agg)
+            self.aggregate_ids[uuid] = agg
+
+
+_NONE: frozenset[int] = frozenset()
+
+
+def _keep(by_provider: dict[int, Any], rp: int, value: dict | set) -> None:
+    """Hold `value` for `rp`, or nothing when it is empty."""
+    if value:
+        by_provider[rp] = value
+    else:
+        by_provider.pop(rp, None)
+
+
+def _relink(
+    rp: int,
+    now: set[int] | None,
+    by_provider: dict[int, set[int]],
+    holders: dict[int, set[int]],
+) -> None:
+    """Bring `rp`'s set (traits, aggregates) and the reverse map up to what was read."""
+    before = by_provider.get(rp, _NONE)
+    now = now or _NONE
+    if before != now:
+        for gone in before - now:
+            holders[gone].discard(rp)
+        for new in now - before:
+            holders[new].add(rp)
+        _keep(by_provider, rp, now)
 
 
 def _left_out(provider: object, why: str) -> None:
