@@ -77,7 +77,7 @@ def recording() -> bool:
     return caller().record
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)  # (not frozen: a batch makes tens of thousands)
 class Change:
     """One change a write made. `provider_id` names the provider inside the
     transaction (its uuid and generation after the write are read at flush, unless
@@ -101,7 +101,7 @@ class Change:
 
     @property
     def key(self) -> tuple:
-        group = self.action.split(".")[0]
+        group = self.action.partition(".")[0]
         return (group, self.consumer_uuid, self.provider_id, self.resource_class)
 
     @property
@@ -111,18 +111,21 @@ class Change:
         return (self.amount_before, self.was) != (self.amount_after, self.now)
 
 
-def note(conn: sa.Connection, change: Change) -> None:
-    """Note `change` for this transaction (merged with an earlier note of the same thing)."""
+def note(conn: sa.Connection, *changes: Change) -> None:
+    """Note `changes` for this transaction (each merged with an earlier note of the
+    same thing)."""
     if not caller().record:
         return
     pending = notes(conn, "history", dict, _flush)
-    first = pending.get(change.key)
-    if first is not None:
-        action = PROVIDER_CREATE if first.action == PROVIDER_CREATE else change.action
-        change = dataclasses.replace(
-            change, action=action, amount_before=first.amount_before, was=first.was
-        )
-    pending[change.key] = change
+    for change in changes:
+        key = change.key
+        first = pending.get(key)
+        if first is not None:
+            action = PROVIDER_CREATE if first.action == PROVIDER_CREATE else change.action
+            change = dataclasses.replace(
+                change, action=action, amount_before=first.amount_before, was=first.was
+            )
+        pending[key] = change
 
 
 def _flush(conn: sa.Connection, pending: dict[tuple, Change]) -> int:

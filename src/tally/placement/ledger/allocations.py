@@ -458,13 +458,14 @@ def _check(
             for rc, amount in res.items():
                 wanted[(provider_ids[rp_uuid], class_ids[rc])] += amount
 
+    checked: set[tuple[int, int]] = set()  # (a batch names each of a few thousand often)
     for w in writes:
         for rp_uuid, res in w.allocations.items():
             for rc, amount in res.items():
                 key = (provider_ids[rp_uuid], class_ids[rc])
                 row = inventory.get(key)
-                if row is None or stored_fault(row) is not None:  # (not through the API)
-                    raise Conflict(
+                if key not in checked and (row is None or stored_fault(row) is not None):
+                    raise Conflict(  # (a row not written through the API)
                         f"Unable to allocate inventory: Inventory for '{rc}' on "
                         f"resource provider '{rp_uuid}' invalid."
                     )
@@ -476,23 +477,30 @@ def _check(
                         f"max_unit {row.max_unit}, step_size {row.step_size}; "
                         f"requested {amount})."
                     )
-                before = int(row.used_now)
-                after = before - released[key] + wanted[key]
-                limit = capacity(row.total, row.reserved, row.allocation_ratio)
-                if after > limit and after > before:
-                    raise Conflict(
-                        f"Unable to allocate inventory: Unable to create allocation for "
-                        f"'{rc}' on resource provider '{rp_uuid}'. The requested amount "
-                        f"would exceed the capacity ({after} of {limit} in use after "
-                        f"this request)."
-                    )
-                if after > limit:
-                    LOG.warning(
-                        "%s on provider %s stays over capacity (%d of %d) but the "
-                        "write reduces or keeps usage (was %d)",
-                        rc,
-                        rp_uuid,
-                        after,
-                        limit,
-                        before,
-                    )
+                if key not in checked:
+                    _check_capacity(row, rc, rp_uuid, released[key], wanted[key])
+                    checked.add(key)
+
+
+def _check_capacity(row: sa.Row, rc: str, rp_uuid: str, released: int, wanted: int) -> None:
+    """409 when the class's usage after the write passes its capacity and grows."""
+    before = int(row.used_now)
+    after = before - released + wanted
+    limit = capacity(row.total, row.reserved, row.allocation_ratio)
+    if after > limit and after > before:
+        raise Conflict(
+            f"Unable to allocate inventory: Unable to create allocation for "
+            f"'{rc}' on resource provider '{rp_uuid}'. The requested amount "
+            f"would exceed the capacity ({after} of {limit} in use after "
+            f"this request)."
+        )
+    if after > limit:
+        LOG.warning(
+            "%s on provider %s stays over capacity (%d of %d) but the "
+            "write reduces or keeps usage (was %d)",
+            rc,
+            rp_uuid,
+            after,
+            limit,
+            before,
+        )

@@ -92,13 +92,13 @@ def allocations_replaced(
             if by_uuid[uuid].consumer_type is None and c.consumer_type_id is not None
         },
     )
+    changes = []
     for consumer_uuid, rp_id, rc_id in changed:
         w, row = by_uuid[consumer_uuid], consumers.get(consumer_uuid)
         kind = w.consumer_type
         if kind is None and row is not None:
             kind = types.get(row.consumer_type_id)
-        recorder.note(
-            conn,
+        changes.append(
             recorder.Change(
                 recorder.ALLOCATION,
                 provider_id=rp_id,
@@ -112,8 +112,9 @@ def allocations_replaced(
                 resource_class=names.get(rc_id, str(rc_id)),
                 amount_before=before.get((consumer_uuid, rp_id, rc_id)),
                 amount_after=after.get((consumer_uuid, rp_id, rc_id)),
-            ),
+            )
         )
+    recorder.note(conn, *changes)
 
 
 def consumer_deleting(conn: sa.Connection, consumer_uuid: str) -> None:

@@ -68,8 +68,13 @@ _SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 # ---------------------------------------------------------------- uuids
 
 
+_CANONICAL_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+
+
 def is_uuid_like(value: object) -> bool:
     """As upstream (oslo's is_uuid_like): any string `uuid.UUID` accepts, dashes optional."""
+    if isinstance(value, str) and _CANONICAL_UUID.fullmatch(value):
+        return True  # (what clients send: no parsing for each of a batch's thousands)
     try:
         return str(uuidlib.UUID(value)).replace("-", "") == value.replace("-", "").lower()
     except (TypeError, ValueError, AttributeError):
@@ -79,6 +84,8 @@ def is_uuid_like(value: object) -> bool:
 def canonical_uuid(value: str) -> str:
     """The canonical spelling of a uuid-like string; anything else as it is
     (a path naming no provider still answers 404, as upstream)."""
+    if _CANONICAL_UUID.fullmatch(value):
+        return value
     return str(uuidlib.UUID(value)) if is_uuid_like(value) else value
 
 
@@ -176,6 +183,8 @@ def canonical(data: Any, schema: dict[str, Any], path: str = "") -> Any:
     values whose schema has `format: uuid`, and object keys matched by the
     `UUID_KEY` pattern (400 for such a key that is no uuid). 400 when two
     spellings of one uuid meet in one object or in a list of unique items."""
+    if not _names_uuids(schema):  # (a batch's thousands of resource maps are left as sent)
+        return data
     if isinstance(data, str):
         return canonical_uuid(data) if _is_uuid_schema(schema) else data
     if isinstance(data, list):
@@ -205,6 +214,30 @@ def canonical(data: Any, schema: dict[str, Any], path: str = "") -> Any:
             result[name] = canonical(value, sub, f"{path}[{name!r}]")
         return result
     return data
+
+
+_NAMES_UUIDS: dict[int, tuple[dict[str, Any], bool]] = {}  # id -> (schema, answer)
+
+
+def _names_uuids(schema: dict[str, Any]) -> bool:
+    """Whether a value of `schema` may hold a uuid to make canonical (a key by
+    `UUID_KEY`, or a string of `format: uuid`, anywhere inside)."""
+    found = _NAMES_UUIDS.get(id(schema))
+    if found is None or found[0] is not schema:
+        if len(_NAMES_UUIDS) > 1000:  # (the schemas are a few hundred constants)
+            _NAMES_UUIDS.clear()
+        found = _NAMES_UUIDS[id(schema)] = (schema, _mentions_uuid(schema))
+    return found[1]
+
+
+def _mentions_uuid(node: Any) -> bool:
+    if isinstance(node, list):
+        return any(map(_mentions_uuid, node))
+    if not isinstance(node, dict):
+        return False
+    if node.get("format") == "uuid" or UUID_KEY in node.get("patternProperties", {}):
+        return True
+    return any(map(_mentions_uuid, node.values()))
 
 
 def _is_uuid_schema(schema: dict[str, Any]) -> bool:
