@@ -64,6 +64,12 @@ def import_loadgen(path: Path) -> types.ModuleType:
 
 def populate(engine: sa.Engine, topo, project: str, user: str) -> None:  # noqa: ANN001
     """The topology's providers, inventories, traits, aggregates and consumers."""
+    populate_providers(engine, topo)
+    populate_consumers(engine, topo, project, user)
+
+
+def populate_providers(engine: sa.Engine, topo) -> None:  # noqa: ANN001
+    """The topology's providers, inventories, traits and aggregates (ids 1..N in order)."""
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     ids = {p.uuid: i for i, p in enumerate(topo.providers, start=1)}
     with engine.begin() as conn:
@@ -125,6 +131,15 @@ def populate(engine: sa.Engine, topo, project: str, user: str) -> None:  # noqa:
                 for a in p.aggregates
             ],
         )
+
+
+def populate_consumers(engine: sa.Engine, topo, project: str, user: str) -> None:  # noqa: ANN001
+    """The topology's pre-populated consumers and their allocations."""
+    now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
+    ids = {p.uuid: i for i, p in enumerate(topo.providers, start=1)}
+    with engine.begin() as conn:
+        rc_query = sa.select(t.resource_classes.c.name, t.resource_classes.c.id)
+        rc_ids = dict(conn.execute(rc_query).all())
         consumers, allocations = [], []
         for consumer, allocs in topo.prepop:
             consumers.append(

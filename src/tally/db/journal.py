@@ -95,10 +95,11 @@ def _flush(conn: sa.Connection, pending: set[int]) -> None:
         return
     version = _bump(conn, writer, now)
     conn.execute(
-        _C.insert(), [{"writer": writer, "version": version, "provider_id": p} for p in ids]
+        _INSERT_CHANGES, [{"writer": writer, "version": version, "provider_id": p} for p in ids]
     )
 
 
+_INSERT_CHANGES = _C.insert()
 _PG_BUMP_RECORD = sa.text(
     f"WITH v AS (INSERT INTO {_W.name} (writer, version, touched) VALUES (:writer, 1, :now)"
     f" ON CONFLICT (writer) DO UPDATE SET version = {_W.name}.version + 1, touched = :now"
@@ -108,13 +109,25 @@ _PG_BUMP_RECORD = sa.text(
 )
 
 
+_INSERT_WRITER = f"INSERT INTO {_W.name} (writer, version, touched) VALUES (:writer, 1, :now)"
+_NOW = sa.bindparam("now", type_=_W.c.touched.type)  # stored as the table's other writes store it
+# (built once: building an upsert each write cost a fifth of a claim)
+_SQLITE_BUMP = sa.text(
+    f"{_INSERT_WRITER} ON CONFLICT (writer) DO UPDATE"
+    f" SET version = {_W.name}.version + 1, touched = :now RETURNING version"
+).bindparams(_NOW)
+_MYSQL_BUMP = sa.text(
+    f"{_INSERT_WRITER} ON DUPLICATE KEY UPDATE version = version + 1, touched = :now"
+).bindparams(_NOW)
+_MINE = sa.select(_W.c.version).where(_W.c.writer == sa.bindparam("writer"))
+
+
 def _bump(conn: sa.Connection, writer: int, now: dt.datetime) -> int:
     """This writer's next version (its row made at 1 the first time)."""
-    bump = _upsert(conn, {"writer": writer, "version": 1, "touched": now}, 1, now)
     if conn.dialect.name == "sqlite":
-        return conn.execute(bump.returning(_W.c.version)).scalar_one()
-    conn.execute(bump)  # MySQL: read back under the row lock the upsert took
-    return conn.execute(sa.select(_W.c.version).where(_W.c.writer == writer)).scalar_one()
+        return conn.execute(_SQLITE_BUMP, {"writer": writer, "now": now}).scalar_one()
+    conn.execute(_MYSQL_BUMP, {"writer": writer, "now": now})
+    return conn.execute(_MINE, {"writer": writer}).scalar_one()  # under the upsert's row lock
 
 
 def _upsert(conn: sa.Connection, row: dict, by: int, now: dt.datetime) -> sa.Insert:
