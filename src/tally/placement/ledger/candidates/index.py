@@ -99,7 +99,6 @@ class Index:
     def _clear(self) -> None:
         self.rows: dict[int, ProviderRow] = {}
         self.by_uuid: dict[str, int] = {}
-        self.quoted: dict[int, str] = {}  # provider -> its uuid as a JSON string
         # provider -> (name, generation, stamp): what a listing shows besides the tree
         # (stamp: updated_at or else created_at, as the driver returns it)
         self.shown: dict[int, tuple[str, int, Any]] = {}
@@ -113,9 +112,9 @@ class Index:
         self.by_class: dict[int, dict[int, Stock]] = defaultdict(dict)  # class -> provider
         self._stock_lists: dict[int, list[Stock]] = {}  # class -> by provider id
         self._fitting: dict[int, dict[int, list[Stock]]] = {}  # class -> amount -> rows
-        self.traits: dict[int, set[int]] = {}  # provider -> trait ids
+        self.traits: dict[int, frozenset[int]] = {}  # provider -> trait ids
         self.holders: dict[int, set[int]] = defaultdict(set)  # trait -> providers
-        self.aggregates: dict[int, set[int]] = {}  # provider -> aggregate ids
+        self.aggregates: dict[int, frozenset[int]] = {}  # provider -> aggregate ids
         self.members: dict[int, set[int]] = defaultdict(set)  # aggregate -> providers
         self.aggregate_ids: dict[str, int] = {}
         self.class_ids: dict[str, int] = {}
@@ -234,7 +233,6 @@ class Index:
         row = self.rows.pop(rp, None)
         if row is not None:
             del self.by_uuid[row[0]]
-            del self.quoted[rp]
             del self.shown[rp]
             self._listing_rows.pop(rp, None)
             del self.root_of[rp]
@@ -295,7 +293,6 @@ class Index:
     def _enter(self, rp: int, uuid: str, parent: int | None, root: int) -> None:
         self.rows[rp] = (uuid, parent, root)
         self.by_uuid[uuid] = rp
-        self.quoted[rp] = f'"{uuid}"'
         self.root_of[rp] = root
         self.trees[root].add(rp)
         if parent is None:
@@ -393,7 +390,7 @@ class Index:
 
     def _summary_json(self, rp: int) -> str:
         found = self._summaries_json[rp] = (
-            f"{self.quoted[rp]}:{orjson.dumps(self.summary(rp)).decode()}"
+            f'"{self.rows[rp][0]}":{orjson.dumps(self.summary(rp)).decode()}'
         )
         return found
 
@@ -464,6 +461,9 @@ class _Read:
             finally:
                 result.close()
 
+        # One object for equal values: a cloud's hosts are much alike (the same
+        # inventory records, trait sets and aggregates on thousands of providers).
+        alike: dict[Any, Any] = {}
         self.providers = rows(_PROVIDERS, _RP.c.id)
         self.inventories: dict[int, dict[int, Inventory]] = {}
         for rp, rc, total, reserved, ratio, low, high, step in rows(
@@ -475,22 +475,31 @@ class _Read:
                 named = next((row[1] for row in self.providers if row[0] == rp), rp)
                 _left_out(named, f"{why} (class id {rc})")
                 continue
-            capacity = capacity_of(total, reserved, ratio)
-            self.inventories.setdefault(rp, {})[rc] = (capacity, low, high, step)
+            record = (capacity_of(total, reserved, ratio), low, high, step)
+            self.inventories.setdefault(rp, {})[rc] = alike.setdefault(record, record)
+        for rp, held in self.inventories.items():  # (never changed in place: replaced)
+            self.inventories[rp] = alike.setdefault(tuple(held.items()), held)
         self.used: dict[int, dict[int, int]] = {}
         for rp, rc, used in rows(_USAGE, _ALLOC.c.resource_provider_id):
             self.used.setdefault(rp, {})[rc] = int(used or 0)
-        self.traits: dict[int, set[int]] = {}
+        traits: dict[int, set[int]] = {}
         for rp, trait in rows(_TRAITS, _RPT.c.resource_provider_id):
-            self.traits.setdefault(rp, set()).add(trait)
-        self.aggregates: dict[int, set[int]] = {}
+            traits.setdefault(rp, set()).add(trait)
+        self.traits = _alike(traits, alike)
+        aggregates: dict[int, set[int]] = {}
         self.aggregate_ids: dict[str, int] = {}
         for rp, agg, uuid in rows(_LINKS, _RPA.c.resource_provider_id):
-            self.aggregates.setdefault(rp, set()).add(agg)
+            aggregates.setdefault(rp, set()).add(agg)
             self.aggregate_ids[uuid] = agg
+        self.aggregates = _alike(aggregates, alike)
 
 
 _NONE: frozenset[int] = frozenset()
+
+
+def _alike(sets: dict[int, set[int]], alike: dict[Any, Any]) -> dict[int, frozenset[int]]:
+    """Each provider's set as a frozenset, one object for equal ones."""
+    return {rp: alike.setdefault(f, f) for rp, f in ((rp, frozenset(s)) for rp, s in sets.items())}
 
 
 def _keep(by_provider: dict[int, Any], rp: int, value: dict | set) -> None:
@@ -503,8 +512,8 @@ def _keep(by_provider: dict[int, Any], rp: int, value: dict | set) -> None:
 
 def _relink(
     rp: int,
-    now: set[int] | None,
-    by_provider: dict[int, set[int]],
+    now: frozenset[int] | None,
+    by_provider: dict[int, frozenset[int]],
     holders: dict[int, set[int]],
 ) -> None:
     """Bring `rp`'s set (traits, aggregates) and the reverse map up to what was read."""
