@@ -10,7 +10,7 @@ a tree with devices as child providers; ~14 providers and ~140 allocations a hos
   history    claims/s with the claim history on and off (its share of a write), and
              the journal's share (time in its flush)
   burst      10,000 new consumers through `POST /allocations` in batches of 1,000
-  served     `tally serve --workers 4`, 1,000 spread claims from 8 client threads
+  served     `tally serve --workers 1` and `4`: 1,000 spread claims from 8 client threads
   upstream   (--upstream SECONDS) the same cloud exported (`tally db export`) into
              upstream Placement 16.0.0 on SQLite: candidates per shape, each request
              given SECONDS (needs /tmp/perf-venv, see ../shared/tools/perf)
@@ -392,7 +392,7 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=5, help="asks per shape (p50 of them)")
     parser.add_argument("--database-url", help="an empty database (default: a new SQLite)")
     parser.add_argument("--answers", type=int, default=100, help="whole answers for RSS")
-    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--workers", default="1,4", help="tally serve's workers, each run")
     parser.add_argument("--upstream", type=float, default=0, help="seconds a request (0: none)")
     parser.add_argument("--index-of", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -440,7 +440,8 @@ def main() -> None:
     history_share(engine, roots)
     for history in (True, False):
         burst(engine, roots, history)
-    served_claims(url, roots, args.workers, threads=8)
+    for workers in map(int, args.workers.split(",")):
+        served_claims(url, roots, workers, threads=8)
     if args.upstream:
         upstream(url, cloud, args.upstream)
 
