@@ -220,3 +220,60 @@ def test_maintenance_prunes_a_writers_own_old_changes(engine, monkeypatch):
     assert kept == {(first + 11, 7), (far + 1, 3)}
     with engine.connect() as conn:  # a reader that knew it at first + 8 cannot catch up
         assert journal.since(conn, {**journal.vector(conn), writer: first + 8}) is None
+
+
+def test_a_claim_is_noted_as_usage_only_and_anything_more_wins(api, engine):
+    """A reader re-reads only the usage of providers whose every change since it
+    last looked was a claim (or a release); one other change makes it read them whole."""
+    client = api("1.39")
+    rp = str(uuidlib.uuid4())
+    client.simulate_post("/resource_providers", json={"name": "u", "uuid": rp})
+    inventory = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
+    assert client.simulate_put(f"/resource_providers/{rp}/inventories", json=inventory).status
+    rp_id = _provider_id(engine, rp)
+    with engine.connect() as conn:
+        known = journal.vector(conn)
+
+    def since() -> journal.CaughtUp:
+        with engine.connect() as conn:
+            found = journal.since(conn, known)
+        assert found is not None
+        return found
+
+    consumer = str(uuidlib.uuid4())
+    claim = {
+        "allocations": {rp: {"resources": {"VCPU": 1}}},
+        "consumer_generation": None,
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_type": "INSTANCE",
+    }
+    assert client.simulate_put(f"/allocations/{consumer}", json=claim).status_code == 204
+    assert client.simulate_delete(f"/allocations/{consumer}").status_code == 204
+    found = since()
+    assert found.providers == {rp_id} and found.usage_only == {rp_id}
+
+    assert (
+        client.simulate_put(
+            f"/resource_providers/{rp}/traits",
+            json={"resource_provider_generation": 2, "traits": ["HW_CPU_X86_AVX2"]},
+        ).status_code
+        == 200
+    )
+    found = since()
+    assert found.providers == {rp_id} and found.usage_only == set()
+
+    _, before = _state(engine)
+    with transaction(engine, write=True) as conn:  # one write noting both: the more wins
+        journal.touch(conn, [rp_id], usage_only=True)
+        journal.touch(conn, [rp_id])
+        journal.touch(conn, [rp_id], usage_only=True)
+    _, after = _state(engine)
+    (writer, version, _), *others = after - before
+    assert not others
+    with engine.connect() as conn:
+        c = t.ledger_changes
+        noted = conn.execute(
+            sa.select(c.c.usage_only).where(c.c.writer == writer, c.c.version == version)
+        ).scalar_one()
+    assert noted is False

@@ -53,10 +53,13 @@ _SUM_TEXT = f"SELECT sum(version) FROM {_W.name}"  # any driver; NULL on an empt
 _flushes = itertools.count(1)
 
 
-def touch(conn: sa.Connection, provider_ids: Iterable[int]) -> None:
+def touch(conn: sa.Connection, provider_ids: Iterable[int], *, usage_only: bool = False) -> None:
     """Note that this transaction changed these providers (their inventories,
-    usage, traits, aggregates, place in a tree, or existence)."""
-    notes(conn, "journal", set, _flush, order=LAST).update(provider_ids)
+    usage, traits, aggregates, place in a tree, or existence); `usage_only`: only
+    their usage and generation (a claim), unless another note says more."""
+    pending = notes(conn, "journal", dict, _flush, order=LAST)
+    for provider in provider_ids:
+        pending[provider] = usage_only and pending.get(provider, True)
 
 
 def touch_names(conn: sa.Connection) -> None:
@@ -81,7 +84,7 @@ def _now() -> dt.datetime:
     return dt.datetime.now(dt.UTC).replace(tzinfo=None)
 
 
-def _flush(conn: sa.Connection, pending: set[int]) -> None:
+def _flush(conn: sa.Connection, pending: dict[int, bool]) -> None:
     """Bump this connection's writer and record what this transaction noted under
     its new version. Run inside the transaction, just before commit."""
     if not pending:
@@ -91,11 +94,16 @@ def _flush(conn: sa.Connection, pending: set[int]) -> None:
         _maintain(conn, writer, now)
     ids = sorted(pending)
     if conn.dialect.name == "postgresql":  # sent with the COMMIT: one round trip
-        at_commit(conn, _PG_BUMP_RECORD, {"writer": writer, "now": now, "ids": ids})
+        usage = [pending[p] for p in ids]
+        at_commit(conn, _PG_BUMP_RECORD, {"writer": writer, "now": now, "ids": ids, "usage": usage})
         return
     version = _bump(conn, writer, now)
     conn.execute(
-        _INSERT_CHANGES, [{"writer": writer, "version": version, "provider_id": p} for p in ids]
+        _INSERT_CHANGES,
+        [
+            {"writer": writer, "version": version, "provider_id": p, "usage_only": pending[p]}
+            for p in ids
+        ],
     )
 
 
@@ -104,8 +112,9 @@ _PG_BUMP_RECORD = sa.text(
     f"WITH v AS (INSERT INTO {_W.name} (writer, version, touched) VALUES (:writer, 1, :now)"
     f" ON CONFLICT (writer) DO UPDATE SET version = {_W.name}.version + 1, touched = :now"
     " RETURNING version)"
-    f" INSERT INTO {_C.name} (writer, version, provider_id)"
-    " SELECT :writer, v.version, changed FROM v, unnest(CAST(:ids AS integer[])) AS changed"
+    f" INSERT INTO {_C.name} (writer, version, provider_id, usage_only)"
+    " SELECT :writer, v.version, changed, usage FROM v,"
+    " unnest(CAST(:ids AS integer[]), CAST(:usage AS boolean[])) AS c(changed, usage)"
 )
 
 
@@ -186,6 +195,7 @@ class CaughtUp:
 
     seen: dict[int, int]  # writer -> the newest version read (at least the vector's)
     providers: set[int]  # changed since `known`
+    usage_only: set[int]  # of them, those whose every change was only usage
 
     @property
     def total(self) -> int:
@@ -203,7 +213,7 @@ def since(conn: sa.Connection, known: dict[int, int]) -> CaughtUp | None:
     if now.get(RETIRED, 0) - known.get(RETIRED, 0) != vanished:
         return None
     behind = {w: known.get(w, 0) for w, v in now.items() if w != RETIRED and v > known.get(w, 0)}
-    seen, providers = dict(now), set()
+    seen, providers, more = dict(now), set(), set()
     versions: dict[int, set[int]] = {w: set() for w in behind}
     ordered = sorted(behind.items())
     for start in range(0, len(ordered), CHUNK):
@@ -211,14 +221,18 @@ def since(conn: sa.Connection, known: dict[int, int]) -> CaughtUp | None:
             sa.and_(_C.c.writer == w, _C.c.version > v) for w, v in ordered[start : start + CHUNK]
         ]
         rows = conn.execute(
-            sa.select(_C.c.writer, _C.c.version, _C.c.provider_id).where(sa.or_(*after))
+            sa.select(_C.c.writer, _C.c.version, _C.c.provider_id, _C.c.usage_only).where(
+                sa.or_(*after)
+            )
         )
-        for writer, version, provider in rows:
+        for writer, version, provider, usage_only in rows:
             versions[writer].add(version)
             providers.add(provider)
+            if not usage_only:
+                more.add(provider)
     for writer, was in behind.items():
         newest = max(versions[writer], default=was)
         if newest < now[writer] or len(versions[writer]) != newest - was:
             return None  # a gap: pruned, or deleted by hand
         seen[writer] = newest
-    return CaughtUp(seen, providers)
+    return CaughtUp(seen, providers, providers - more)

@@ -149,6 +149,9 @@ ledger_changes = sa.Table(
     sa.Column("version", sa.BigInteger, primary_key=True, autoincrement=False),
     # a provider id; 0: names (classes, traits) changed; -1: reload everything
     sa.Column("provider_id", sa.Integer, primary_key=True, autoincrement=False),
+    # true: only the provider's usage and generation changed (a claim): a reader
+    # catching up re-reads just those
+    sa.Column("usage_only", sa.Boolean, nullable=False, server_default=sa.false()),
 )
 
 # The claim history (tally.db.history_writer): one row per change a write made (an allocation,

@@ -1,5 +1,6 @@
 """The providers a claim touches: locked (in id order, so writers never deadlock)
-and given their new generations before the claim reads usage.
+and given their new generations before the claim reads usage (noted in the journal
+as changes of usage only).
 
 On PostgreSQL one statement locks and bumps (`UPDATE ... FROM (SELECT ... ORDER BY
 id FOR UPDATE)`), and for a claim whose consumers are assumed new (no consumer lock
@@ -112,7 +113,7 @@ def named_and_bumped(
         found[int(part)][key] = row_id
         if generation is not None:
             generations[row_id] = generation
-    journal.touch(conn, generations)
+    journal.touch(conn, generations, usage_only=True)
     return found[0], found[1], found[2], generations
 
 
@@ -122,7 +123,7 @@ def lock_and_bump(conn: sa.Connection, lock_ids: set[int], bump_ids: set[int]) -
     if bump_ids and lock_ids == bump_ids and conn.dialect.name == "postgresql":
         rows = conn.execute(_LOCK_AND_BUMP, {"ids": sorted(bump_ids), "now": utcnow()})
         bumped = {row.id: row.generation for row in rows}
-        journal.touch(conn, bumped)
+        journal.touch(conn, bumped, usage_only=True)
         return bumped
     lock_providers(conn, sorted(lock_ids))
     return _bump(conn, bump_ids)
@@ -138,12 +139,14 @@ def _bump(conn: sa.Connection, provider_ids: set[int]) -> dict[int, int]:
     if conn.dialect.update_returning:  # locked: one statement bumps them all
         rows = conn.execute(_BUMP_LOCKED, {"ids": sorted(provider_ids), "now": utcnow()})
         bumped = {row.id: row.generation for row in rows}
-        journal.touch(conn, bumped)
+        journal.touch(conn, bumped, usage_only=True)
         return bumped
     rows = conn.execute(_GENERATIONS, {"ids": sorted(provider_ids)}).all()
     for row in rows:
         try:
-            bumped[row.id] = bump_generation(conn, row.id, row.generation, row.uuid)
+            bumped[row.id] = bump_generation(
+                conn, row.id, row.generation, row.uuid, usage_only=True
+            )
         except ConcurrentUpdate:
             raise GenerationMoved() from None
     return bumped

@@ -34,10 +34,10 @@ from tally.db.transaction import transaction
 from tally.placement.ledger.candidates.answer_cache import Answers
 from tally.placement.ledger.candidates.snapshot import (
     INVENTORY_FIELDS,
-    PROVIDER,
     SHARING_TRAIT,
     ProviderRow,
     Stock,
+    among,
     capacity_of,
     fitting,
 )
@@ -166,7 +166,7 @@ class Index:
             self.answers.clear()
         changed.discard(journal.NAMES)
         if changed:
-            self._reload(conn, changed)
+            self._reload(conn, changed, found.usage_only)
         self.writers = found.seen
         self.version = found.total
 
@@ -202,10 +202,15 @@ class Index:
         self.trait_names = dict(traits.all())
         self.trait_ids = {name: tr for tr, name in self.trait_names.items()}
 
-    def _reload(self, conn: sa.Connection, ids: set[int]) -> None:
+    def _reload(self, conn: sa.Connection, ids: set[int], usage_only: set[int]) -> None:
+        """Read these providers again; of those in `usage_only` (held, and changed
+        only by claims), just their usage and generation."""
         uuids = {rp: self.rows[rp][0] for rp in ids if rp in self.rows}
         touched = self._anchors_touched(ids) if self.answers else set()
-        ordered = sorted(ids)
+        quick = sorted(usage_only & uuids.keys())
+        for start in range(0, len(quick), CHUNK):
+            self._load_usage(conn, quick[start : start + CHUNK])
+        ordered = sorted(ids - set(quick))
         for start in range(0, len(ordered), CHUNK):
             self._load(conn, ordered[start : start + CHUNK])
         rows = self.rows
@@ -289,6 +294,22 @@ class Index:
             self._restock(rp, read.inventories.get(rp, {}), read.used.get(rp, {}))
             _relink(rp, read.traits.get(rp), self.traits, self.holders)
             _relink(rp, read.aggregates.get(rp), self.aggregates, self.members)
+
+    def _load_usage(self, conn: sa.Connection, ids: list[int]) -> None:
+        """Read the usage and generation of providers the index holds."""
+        read = _Read(conn, ids, self.class_names, usage_only=True)
+        batch = set()
+        for rp, uuid, parent, root, name, generation, stamp in read.providers:
+            if self.rows.get(rp) != (uuid, parent, root):
+                continue  # not what the journal said: read whole below
+            batch.add(rp)
+            self.shown[rp] = (name, generation, stamp)
+            self._listing_rows.pop(rp, None)
+            self._summaries.pop(rp, None)
+            self._summaries_json.pop(rp, None)
+            self._restock(rp, self.inventories.get(rp, {}), read.used.get(rp, {}))
+        if len(batch) < len(ids):
+            self._load(conn, [rp for rp in ids if rp not in batch])
 
     def _enter(self, rp: int, uuid: str, parent: int | None, root: int) -> None:
         self.rows[rp] = (uuid, parent, root)
@@ -416,7 +437,7 @@ class Index:
 
 def _put(rows: list[Stock], rp: int, stock: Stock | None) -> None:
     """Replace, insert or (None) remove the row of `rp` in a list in provider order."""
-    i = bisect.bisect_left(rows, rp, key=PROVIDER)
+    i = bisect.bisect_left(rows, (rp,))  # (a 1-tuple sorts first among rp's rows; no key call)
     if i < len(rows) and rows[i][0] == rp:
         if stock is None:
             del rows[i]
@@ -447,15 +468,21 @@ _LINKS = sa.select(_RPA.c.resource_provider_id, _RPA.c.aggregate_id, _AGG.c.uuid
 
 class _Read:
     """What the database holds of some providers (None: all of them), in the
-    index's shapes; inventories against the ledger's rules left out."""
+    index's shapes; inventories against the ledger's rules left out. `usage_only`:
+    their rows and usage alone."""
 
     def __init__(
-        self, conn: sa.Connection, ids: list[int] | None, class_names: dict[int, str]
+        self,
+        conn: sa.Connection,
+        ids: list[int] | None,
+        class_names: dict[int, str],
+        *,
+        usage_only: bool = False,
     ) -> None:
         def rows(query: sa.Select, column: sa.ColumnElement) -> list[tuple]:
-            if ids is not None:  # (one bound list: no statement built of thousands of values)
-                query = query.where(column.in_(sa.bindparam("ids", expanding=True)))
-            result = conn.execute(query, {"ids": ids} if ids is not None else {})
+            if ids is not None:
+                query = query.where(among(column, ids, conn.dialect.name))
+            result = conn.execute(query)
             try:
                 return result.cursor.fetchall()
             finally:
@@ -465,7 +492,15 @@ class _Read:
         # inventory records, trait sets and aggregates on thousands of providers).
         alike: dict[Any, Any] = {}
         self.providers = rows(_PROVIDERS, _RP.c.id)
+        self.used: dict[int, dict[int, int]] = {}
+        for rp, rc, used in rows(_USAGE, _ALLOC.c.resource_provider_id):
+            self.used.setdefault(rp, {})[rc] = int(used or 0)
         self.inventories: dict[int, dict[int, Inventory]] = {}
+        self.traits: dict[int, frozenset[int]] = {}
+        self.aggregates: dict[int, frozenset[int]] = {}
+        self.aggregate_ids: dict[str, int] = {}
+        if usage_only:
+            return
         for rp, rc, total, reserved, ratio, low, high, step in rows(
             _INVENTORIES, _INV.c.resource_provider_id
         ):
@@ -479,15 +514,11 @@ class _Read:
             self.inventories.setdefault(rp, {})[rc] = alike.setdefault(record, record)
         for rp, held in self.inventories.items():  # (never changed in place: replaced)
             self.inventories[rp] = alike.setdefault(tuple(held.items()), held)
-        self.used: dict[int, dict[int, int]] = {}
-        for rp, rc, used in rows(_USAGE, _ALLOC.c.resource_provider_id):
-            self.used.setdefault(rp, {})[rc] = int(used or 0)
         traits: dict[int, set[int]] = {}
         for rp, trait in rows(_TRAITS, _RPT.c.resource_provider_id):
             traits.setdefault(rp, set()).add(trait)
         self.traits = _alike(traits, alike)
         aggregates: dict[int, set[int]] = {}
-        self.aggregate_ids: dict[str, int] = {}
         for rp, agg, uuid in rows(_LINKS, _RPA.c.resource_provider_id):
             aggregates.setdefault(rp, set()).add(agg)
             self.aggregate_ids[uuid] = agg
