@@ -1,5 +1,6 @@
-"""`GET /resource_providers` from the worker's in-memory index (the one the
-candidate search reads, `candidates/index.py`), without touching the tables.
+"""Which providers `GET /resource_providers` lists, worked out on the worker's
+in-memory index (the one the candidate search reads, `candidates/index.py`); their
+rows are then read by id (the index keeps no names).
 
 The filters mean what their SQL in `provider_filters` means, worked out on the
 index's sets: traits and aggregates by who holds them, `resources` by the
@@ -38,8 +39,8 @@ def _canonical(text: str) -> bool:
         return False
 
 
-def listed(view: View, f: ProviderFilter) -> list[tuple]:
-    """The listing rows (`Listing.rows`) of the providers matching `f`, in id order."""
+def matching(view: View, f: ProviderFilter) -> list[int]:
+    """The ids of the providers matching `f`, in order."""
     index = view.index
     names = set().union(*f.required_traits, f.forbidden_traits)
     trait_ids = known_ids(index.trait_ids, names, UNKNOWN_TRAITS)
@@ -66,4 +67,4 @@ def listed(view: View, f: ProviderFilter) -> list[tuple]:
     for agg_uuid in f.forbidden_aggregates:
         if agg_uuid in index.aggregate_ids:
             found -= index.members.get(index.aggregate_ids[agg_uuid], set())
-    return index.listing_rows(sorted(found))
+    return sorted(found)

@@ -26,6 +26,7 @@ from tally.db.transaction import transaction
 from tally.placement.ledger import history_records, provider_listing
 from tally.placement.ledger.candidates import view as views
 from tally.placement.ledger.candidates.index import Index
+from tally.placement.ledger.candidates.snapshot import IN_LIST_MAX, among
 from tally.placement.ledger.common import (
     has_rows,
     locking,
@@ -146,18 +147,25 @@ class Listing(NamedTuple):
 def list_provider_rows(
     engine: sa.Engine, filters: ProviderFilter, index: Index | None = None
 ) -> Listing:
-    """`list_providers` for a listing of thousands, as plain rows: from `index`
-    brought up to date (`provider_listing`), else one query (the same filters
-    and joins) whose rows are the driver's tuples."""
-    if index is not None and provider_listing.served(filters):
+    """`list_providers` for a listing of thousands, as plain rows: the providers
+    matching the filters worked out on `index` brought up to date
+    (`provider_listing`), then their rows read by id; else one query (the same
+    filters and joins). The rows are the driver's tuples."""
+    ids = None
+    if index is not None and filters != ProviderFilter() and provider_listing.served(filters):
         with views.of(index, engine) as view:
             if view is not None:
-                rows = provider_listing.listed(view, filters)
-                return Listing(rows, newest_stamp(engine, map(itemgetter(5), rows)))
+                ids = provider_listing.matching(view, filters)
     with transaction(engine) as conn:
-        conditions = filter_conditions(conn, _RP.c, filters)
-        if conditions is None:
-            return Listing([], None)
+        dialect = conn.dialect.name
+        if ids is not None and (dialect in ("sqlite", "postgresql") or len(ids) <= IN_LIST_MAX):
+            if not ids:
+                return Listing([], None)
+            conditions = [among(_RP.c.id, ids, dialect)]
+        else:
+            conditions = filter_conditions(conn, _RP.c, filters)
+            if conditions is None:
+                return Listing([], None)
         result = conn.execute(_LISTING.where(*conditions).order_by(_RP.c.id))
         try:
             rows = list(result.cursor.fetchall())  # (a tuple from some drivers)

@@ -21,7 +21,7 @@ import resource
 import threading
 import weakref
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -41,7 +41,6 @@ from tally.placement.ledger.candidates.snapshot import (
     capacity_of,
     fitting,
 )
-from tally.placement.ledger.common import PROVIDER_STAMP
 
 LOG = logging.getLogger(__name__)
 CHUNK = 500  # ids per IN list when reloading a set of providers
@@ -99,10 +98,6 @@ class Index:
     def _clear(self) -> None:
         self.rows: dict[int, ProviderRow] = {}
         self.by_uuid: dict[str, int] = {}
-        # provider -> (name, generation, stamp): what a listing shows besides the tree
-        # (stamp: updated_at or else created_at, as the driver returns it)
-        self.shown: dict[int, tuple[str, int, Any]] = {}
-        self._listing_rows: dict[int, tuple] = {}
         self.root_of: dict[int, int] = {}
         self.roots: set[int] = set()
         self._sorted_roots: list[int] | None = None
@@ -238,8 +233,6 @@ class Index:
         row = self.rows.pop(rp, None)
         if row is not None:
             del self.by_uuid[row[0]]
-            del self.shown[rp]
-            self._listing_rows.pop(rp, None)
             del self.root_of[rp]
             self.roots.discard(rp)
             self._sorted_roots = None
@@ -271,7 +264,7 @@ class Index:
             return rp in loaded or rp in batch
 
         present = []
-        for rp, uuid, parent, root, name, generation, stamp in read.providers:
+        for rp, uuid, parent, root in read.providers:
             if not known(root) or (parent is not None and not known(parent)):
                 _left_out(uuid, f"its parent ({parent}) or root ({root}) does not exist")
                 self._drop(rp)
@@ -281,8 +274,6 @@ class Index:
                 if held is not None:
                     self._drop(rp)
                 self._enter(rp, uuid, parent, root)
-            self.shown[rp] = (name, generation, stamp)
-            self._listing_rows.pop(rp, None)
             self._summaries.pop(rp, None)
             self._summaries_json.pop(rp, None)
             present.append(rp)
@@ -296,20 +287,13 @@ class Index:
             _relink(rp, read.aggregates.get(rp), self.aggregates, self.members)
 
     def _load_usage(self, conn: sa.Connection, ids: list[int]) -> None:
-        """Read the usage and generation of providers the index holds."""
+        """Read the usage of providers the index holds (changed only by claims: the
+        journal says so; a deletion since would be noted as more)."""
         read = _Read(conn, ids, self.class_names, usage_only=True)
-        batch = set()
-        for rp, uuid, parent, root, name, generation, stamp in read.providers:
-            if self.rows.get(rp) != (uuid, parent, root):
-                continue  # not what the journal said: read whole below
-            batch.add(rp)
-            self.shown[rp] = (name, generation, stamp)
-            self._listing_rows.pop(rp, None)
+        for rp in ids:
             self._summaries.pop(rp, None)
             self._summaries_json.pop(rp, None)
             self._restock(rp, self.inventories.get(rp, {}), read.used.get(rp, {}))
-        if len(batch) < len(ids):
-            self._load(conn, [rp for rp in ids if rp not in batch])
 
     def _enter(self, rp: int, uuid: str, parent: int | None, root: int) -> None:
         self.rows[rp] = (uuid, parent, root)
@@ -367,21 +351,6 @@ class Index:
         """Summaries by provider uuid, in the order given."""
         kept, rows, build = self._summaries, self.rows, self.summary
         return {rows[rp][0]: kept.get(rp) or build(rp) for rp in providers}
-
-    def listing_rows(self, providers: Iterable[int]) -> list[tuple]:
-        """`(uuid, name, generation, parent uuid or None, root uuid, stamp)` of each
-        provider, the rows `GET /resource_providers` shows (each kept until its
-        provider changes: a listing of thousands is a lookup per provider)."""
-        get, build = self._listing_rows.get, self._listing_row
-        return [get(rp) or build(rp) for rp in providers]
-
-    def _listing_row(self, rp: int) -> tuple:
-        uuid, parent, root = self.rows[rp]
-        name, generation, stamp = self.shown[rp]
-        rows = self.rows
-        parent_uuid = rows[parent][0] if parent is not None else None
-        row = self._listing_rows[rp] = (uuid, name, generation, parent_uuid, rows[root][0], stamp)
-        return row
 
     def fitting(self, rc: int, amount: int) -> list[Stock]:
         """The inventories of a class one allocation of `amount` fits in, in
@@ -447,15 +416,7 @@ def _put(rows: list[Stock], rp: int, stock: Stock | None) -> None:
         rows.insert(i, stock)
 
 
-_PROVIDERS = sa.select(
-    _RP.c.id,
-    _RP.c.uuid,
-    _RP.c.parent_provider_id,
-    _RP.c.root_provider_id,
-    _RP.c.name,
-    _RP.c.generation,
-    PROVIDER_STAMP,
-)
+_PROVIDERS = sa.select(_RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id, _RP.c.root_provider_id)
 _INVENTORIES = sa.select(_INV.c.resource_provider_id, _INV.c.resource_class_id, *INVENTORY_FIELDS)
 _USAGE = sa.select(
     _ALLOC.c.resource_provider_id, _ALLOC.c.resource_class_id, sa.func.sum(_ALLOC.c.used)
@@ -469,7 +430,7 @@ _LINKS = sa.select(_RPA.c.resource_provider_id, _RPA.c.aggregate_id, _AGG.c.uuid
 class _Read:
     """What the database holds of some providers (None: all of them), in the
     index's shapes; inventories against the ledger's rules left out. `usage_only`:
-    their rows and usage alone."""
+    their usage alone."""
 
     def __init__(
         self,
@@ -491,7 +452,7 @@ class _Read:
         # One object for equal values: a cloud's hosts are much alike (the same
         # inventory records, trait sets and aggregates on thousands of providers).
         alike: dict[Any, Any] = {}
-        self.providers = rows(_PROVIDERS, _RP.c.id)
+        self.providers = [] if usage_only else rows(_PROVIDERS, _RP.c.id)
         self.used: dict[int, dict[int, int]] = {}
         for rp, rc, used in rows(_USAGE, _ALLOC.c.resource_provider_id):
             self.used.setdefault(rp, {})[rc] = int(used or 0)
