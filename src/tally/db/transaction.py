@@ -106,6 +106,12 @@ def insert_at_commit(
     if defer and defers(conn):
         statement = _json_insert(table, tuple(rows[0]))
         at_commit(conn, statement, {"rows": orjson.dumps(rows).decode()})
+    elif conn.dialect.positional:  # SQLite: the driver's executemany, values as tuples
+        sql, columns, processors = _positional_insert(table, tuple(rows[0]), conn.dialect)
+        values = [[row[column] for column in columns] for row in rows]
+        for i, process in processors:
+            _convert(values, i, process)
+        conn.exec_driver_sql(sql, list(map(tuple, values)))
     else:
         conn.execute(_insert(table), rows)
 
@@ -113,6 +119,39 @@ def insert_at_commit(
 @functools.cache
 def _insert(table: sa.Table) -> sa.Insert:
     return table.insert()  # (built once: building costs about what a small write does)
+
+
+def _convert(values: list[list], i: int, process: Callable) -> None:
+    """Convert column `i` of every row, each distinct value once (a write's rows
+    share their stamp)."""
+    done: dict = {}
+    for value in values:
+        raw = value[i]
+        try:
+            converted = done.get(raw, done)
+        except TypeError:  # (a value that cannot be a key)
+            value[i] = process(raw)
+            continue
+        if converted is done:
+            converted = done[raw] = process(raw)
+        value[i] = converted
+
+
+@functools.cache
+def _positional_insert(
+    table: sa.Table, columns: tuple[str, ...], dialect: sa.Dialect
+) -> tuple[str, tuple[str, ...], list[tuple[int, Callable]]]:
+    """The INSERT of these columns as the driver takes it, its parameters' order,
+    and the conversions some need (a date to SQLite's text): SQLAlchemy's own
+    processing of each row cost a bulk claim a fifth of its time."""
+    compiled = table.insert().compile(dialect=dialect, column_keys=list(columns))
+    order = tuple(compiled.positiontup or ())
+    processors = [
+        (i, process)
+        for i, name in enumerate(order)
+        if (process := table.c[name].type.dialect_impl(dialect).bind_processor(dialect))
+    ]
+    return str(compiled), order, processors
 
 
 @functools.cache
