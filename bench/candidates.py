@@ -62,6 +62,9 @@ def import_loadgen(path: Path) -> types.ModuleType:
     return loadgen
 
 
+CONSUMERS_A_WRITE = 20_000
+
+
 def populate(engine: sa.Engine, topo, project: str, user: str) -> None:  # noqa: ANN001
     """The topology's providers, inventories, traits, aggregates and consumers."""
     populate_providers(engine, topo)
@@ -134,14 +137,16 @@ def populate_providers(engine: sa.Engine, topo) -> None:  # noqa: ANN001
 
 
 def populate_consumers(engine: sa.Engine, topo, project: str, user: str) -> None:  # noqa: ANN001
-    """The topology's pre-populated consumers and their allocations."""
+    """The topology's pre-populated consumers and their allocations, in transactions
+    of CONSUMERS_A_WRITE (a cluster certifies one write set at a time)."""
     now = dt.datetime.now(dt.UTC).replace(tzinfo=None)
     ids = {p.uuid: i for i, p in enumerate(topo.providers, start=1)}
-    with engine.begin() as conn:
+    with engine.connect() as conn:
         rc_query = sa.select(t.resource_classes.c.name, t.resource_classes.c.id)
         rc_ids = dict(conn.execute(rc_query).all())
+    for start in range(0, len(topo.prepop), CONSUMERS_A_WRITE):
         consumers, allocations = [], []
-        for consumer, allocs in topo.prepop:
+        for consumer, allocs in topo.prepop[start : start + CONSUMERS_A_WRITE]:
             consumers.append(
                 {"uuid": consumer, "project_id": project, "user_id": user, "generation": 1}
             )
@@ -156,7 +161,7 @@ def populate_consumers(engine: sa.Engine, topo, project: str, user: str) -> None
                             "created_at": now,
                         }
                     )
-        if consumers:
+        with engine.begin() as conn:
             conn.execute(t.consumers.insert(), consumers)
             conn.execute(t.allocations.insert(), allocations)
 

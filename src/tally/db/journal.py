@@ -125,18 +125,18 @@ _SQLITE_BUMP = sa.text(
     f"{_INSERT_WRITER} ON CONFLICT (writer) DO UPDATE"
     f" SET version = {_W.name}.version + 1, touched = :now RETURNING version"
 ).bindparams(_NOW)
+# MySQL: the new version comes back as the statement's insert id (no second read)
 _MYSQL_BUMP = sa.text(
-    f"{_INSERT_WRITER} ON DUPLICATE KEY UPDATE version = version + 1, touched = :now"
+    f"INSERT INTO {_W.name} (writer, version, touched) VALUES (:writer, LAST_INSERT_ID(1), :now)"
+    " ON DUPLICATE KEY UPDATE version = LAST_INSERT_ID(version + 1), touched = :now"
 ).bindparams(_NOW)
-_MINE = sa.select(_W.c.version).where(_W.c.writer == sa.bindparam("writer"))
 
 
 def _bump(conn: sa.Connection, writer: int, now: dt.datetime) -> int:
     """This writer's next version (its row made at 1 the first time)."""
     if conn.dialect.name == "sqlite":
         return conn.execute(_SQLITE_BUMP, {"writer": writer, "now": now}).scalar_one()
-    conn.execute(_MYSQL_BUMP, {"writer": writer, "now": now})
-    return conn.execute(_MINE, {"writer": writer}).scalar_one()  # under the upsert's row lock
+    return conn.execute(_MYSQL_BUMP, {"writer": writer, "now": now}).lastrowid
 
 
 def _upsert(conn: sa.Connection, row: dict, by: int, now: dt.datetime) -> sa.Insert:

@@ -171,23 +171,16 @@ def lock_providers(conn: sa.Connection, provider_ids: list[int]) -> None:
 
 
 def bump_generation(
-    conn: sa.Connection,
-    provider_id: int,
-    seen: int,
-    uuid: str,
-    *,
-    last: bool = False,
-    usage_only: bool = False,
+    conn: sa.Connection, provider_id: int, seen: int, uuid: str, *, last: bool = False
 ) -> int:
     """Compare-and-swap the provider generation; the new generation, or 409
     `placement.concurrent_update` when someone else changed it since `seen`.
     `last`: the caller locked the provider row (so the swap holds) and nothing
-    later in the transaction reads it: the bump goes with the COMMIT. `usage_only`:
-    the write changes only the provider's usage (the journal's note)."""
+    later in the transaction reads it: the bump goes with the COMMIT."""
     params = {"provider_id": provider_id, "seen": seen, "new_generation": seen + 1, "now": utcnow()}
     if last:
         at_commit(conn, _BUMP_GENERATION, params)
-        journal.touch(conn, (provider_id,), usage_only=usage_only)
+        journal.touch(conn, (provider_id,))
         return seen + 1
     result = conn.execute(_BUMP_GENERATION, params)
     if result.rowcount != 1:
@@ -195,5 +188,5 @@ def bump_generation(
             f"resource provider generation conflict for {uuid}: "
             "another thread updated it, please retry"
         )
-    journal.touch(conn, (provider_id,), usage_only=usage_only)
+    journal.touch(conn, (provider_id,))
     return seen + 1

@@ -15,8 +15,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.placement.ledger.common import bump_generation, ids_by_names, lock_providers, utcnow
-from tally.placement.ledger.errors import ConcurrentUpdate
+from tally.placement.ledger.common import ids_by_names, lock_providers, utcnow
 
 
 class GenerationMoved(Exception):
@@ -70,11 +69,14 @@ _NAMED_AND_BUMPED = sa.union_all(
     ).where(t.consumer_types.c.name.in_(sa.bindparam("types", expanding=True))),
 )
 _GENERATIONS = (
-    sa.select(
-        t.resource_providers.c.id, t.resource_providers.c.generation, t.resource_providers.c.uuid
-    )
+    sa.select(t.resource_providers.c.id, t.resource_providers.c.generation)
     .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
     .order_by(t.resource_providers.c.id)
+)
+_BUMP_LOCKED_PLAIN = (
+    t.resource_providers.update()
+    .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .values(generation=t.resource_providers.c.generation + 1, updated_at=sa.bindparam("now"))
 )
 
 
@@ -141,12 +143,11 @@ def _bump(conn: sa.Connection, provider_ids: set[int]) -> dict[int, int]:
         bumped = {row.id: row.generation for row in rows}
         journal.touch(conn, bumped, usage_only=True)
         return bumped
-    rows = conn.execute(_GENERATIONS, {"ids": sorted(provider_ids)}).all()
-    for row in rows:
-        try:
-            bumped[row.id] = bump_generation(
-                conn, row.id, row.generation, row.uuid, usage_only=True
-            )
-        except ConcurrentUpdate:
-            raise GenerationMoved() from None
+    # MySQL: read the generations, then one UPDATE for them all (whatever their number)
+    seen = dict(conn.execute(_GENERATIONS, {"ids": sorted(provider_ids)}).all())
+    moved = conn.execute(_BUMP_LOCKED_PLAIN, {"ids": sorted(seen), "now": utcnow()}).rowcount
+    if moved != len(seen):
+        raise GenerationMoved()
+    bumped = {rp: generation + 1 for rp, generation in seen.items()}
+    journal.touch(conn, bumped, usage_only=True)
     return bumped
