@@ -1,7 +1,8 @@
 """A SQLite database as Tally runs it (datasette's discipline): WAL mode with a busy
 timeout, writers in line before they begin (`writer_queue`), and write transactions
 that start with `BEGIN IMMEDIATE`, so writers take the lock up front instead of
-failing half-way with "database is locked"."""
+failing half-way with "database is locked". The log is folded back into the file by
+a thread of its own after writes (`wal_checkpoint`), not inside a writer's COMMIT."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from tally.db import probe, writer_queue
+from tally.db import probe, wal_checkpoint, writer_queue
 from tally.db.transaction import WRITE, refuse_writes_in_reads
 
 BUSY_TIMEOUT_SECONDS = 30
@@ -31,6 +32,11 @@ def sqlite_engine(url: sa.URL) -> sa.Engine:
         pool_size=8,
     )
     refuse_writes_in_reads(engine)
+    folding = (
+        wal_checkpoint.Checkpointer(url.database)
+        if url.database and url.database != ":memory:"
+        else None
+    )
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:  # noqa: ANN001
@@ -40,7 +46,16 @@ def sqlite_engine(url: sa.URL) -> sa.Engine:
         cur.execute("PRAGMA synchronous=NORMAL")
         cur.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_SECONDS * 1000}")
         cur.execute("PRAGMA foreign_keys=OFF")
+        if folding is not None:
+            cur.execute(f"PRAGMA wal_autocheckpoint={wal_checkpoint.AUTOCHECKPOINT_PAGES}")
         cur.close()
+
+    if folding is not None:
+
+        @event.listens_for(engine, "commit")
+        def _on_commit(conn: sa.Connection) -> None:
+            if conn.get_execution_options().get(WRITE, False):
+                folding.wrote()
 
     @event.listens_for(engine, "begin")
     def _on_begin(conn: sa.Connection) -> None:
