@@ -199,7 +199,7 @@ class Index:
 
     def _reload(self, conn: sa.Connection, ids: set[int], usage_only: set[int]) -> None:
         """Read these providers again; of those in `usage_only` (held, and changed
-        only by claims), just their usage and generation."""
+        only by claims), just their usage."""
         uuids = {rp: self.rows[rp][0] for rp in ids if rp in self.rows}
         touched = self._anchors_touched(ids) if self.answers else set()
         quick = sorted(usage_only & uuids.keys())
@@ -254,8 +254,8 @@ class Index:
 
     def _load(self, conn: sa.Connection, ids: list[int] | None) -> None:
         """Read the given providers (None: all) into the index, changing only what
-        differs from what it holds: after a claim, a provider's usage and generation
-        (a catch-up after a burst of claims patches one class of each)."""
+        differs from what it holds (the kept lists of a class are patched only where
+        a provider's stock row changed)."""
         read = _Read(conn, ids, self.class_names)
         batch = {row[0] for row in read.providers}  # (not every row's id: a reload is a few)
         loaded = self.rows
@@ -494,7 +494,7 @@ def _alike(sets: dict[int, set[int]], alike: dict[Any, Any]) -> dict[int, frozen
     return {rp: alike.setdefault(f, f) for rp, f in ((rp, frozenset(s)) for rp, s in sets.items())}
 
 
-def _keep(by_provider: dict[int, Any], rp: int, value: dict | set) -> None:
+def _keep(by_provider: dict[int, Any], rp: int, value: dict | frozenset) -> None:
     """Hold `value` for `rp`, or nothing when it is empty."""
     if value:
         by_provider[rp] = value
