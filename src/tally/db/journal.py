@@ -118,11 +118,11 @@ _PG_BUMP_RECORD = sa.text(
 )
 
 
-_INSERT_WRITER = f"INSERT INTO {_W.name} (writer, version, touched) VALUES (:writer, 1, :now)"
 _NOW = sa.bindparam("now", type_=_W.c.touched.type)  # stored as the table's other writes store it
 # (built once: building an upsert each write cost a fifth of a claim)
 _SQLITE_BUMP = sa.text(
-    f"{_INSERT_WRITER} ON CONFLICT (writer) DO UPDATE"
+    f"INSERT INTO {_W.name} (writer, version, touched) VALUES (:writer, 1, :now)"
+    " ON CONFLICT (writer) DO UPDATE"
     f" SET version = {_W.name}.version + 1, touched = :now RETURNING version"
 ).bindparams(_NOW)
 # MySQL: the new version comes back as the statement's insert id (no second read)
