@@ -32,6 +32,17 @@ def _provider_id(engine: sa.Engine, uuid: str) -> int:
         return conn.execute(sa.select(rp.c.id).where(rp.c.uuid == uuid)).scalar_one()
 
 
+def _claim(rp: str) -> dict:
+    """A new consumer's claim of one VCPU on `rp` (as Nova's scheduler makes it)."""
+    return {
+        "allocations": {rp: {"resources": {"VCPU": 1}}},
+        "consumer_generation": None,
+        "project_id": "p",
+        "user_id": "u",
+        "consumer_type": "INSTANCE",
+    }
+
+
 def _new_versions(before: Changes, after: Changes) -> dict[tuple[int, int], set[int]]:
     """(writer, version) -> providers, of the change rows added."""
     found: dict[tuple[int, int], set[int]] = {}
@@ -52,13 +63,7 @@ def test_each_write_is_one_version_naming_its_providers(api, engine):
 
     inventory = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
     client.simulate_put(f"/resource_providers/{rp}/inventories", json=inventory)
-    claim = {
-        "allocations": {rp: {"resources": {"VCPU": 1}}},
-        "consumer_generation": None,
-        "project_id": "p",
-        "user_id": "u",
-        "consumer_type": "INSTANCE",
-    }
+    claim = _claim(rp)
     consumer = str(uuidlib.uuid4())
     assert client.simulate_put(f"/allocations/{consumer}", json=claim).status_code == 204
     assert client.simulate_delete(f"/allocations/{consumer}").status_code == 204
@@ -241,13 +246,7 @@ def test_a_claim_is_noted_as_usage_only_and_anything_more_wins(api, engine):
         return found
 
     consumer = str(uuidlib.uuid4())
-    claim = {
-        "allocations": {rp: {"resources": {"VCPU": 1}}},
-        "consumer_generation": None,
-        "project_id": "p",
-        "user_id": "u",
-        "consumer_type": "INSTANCE",
-    }
+    claim = _claim(rp)
     assert client.simulate_put(f"/allocations/{consumer}", json=claim).status_code == 204
     assert client.simulate_delete(f"/allocations/{consumer}").status_code == 204
     found = since()

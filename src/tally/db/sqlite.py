@@ -19,9 +19,10 @@ BUSY_TIMEOUT_SECONDS = 30
 
 def sqlite_engine(url: sa.URL) -> sa.Engine:
     """The engine of the SQLite file `url` names (its folder made when missing)."""
-    if url.database and url.database != ":memory:":
+    path = url.database if url.database and url.database != ":memory:" else None
+    if path is not None:
         try:
-            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise probe.UnusableDatabase(
                 f"cannot reach database {probe.safe_url(url)}: {exc.strerror or exc}"
@@ -32,11 +33,7 @@ def sqlite_engine(url: sa.URL) -> sa.Engine:
         pool_size=8,
     )
     refuse_writes_in_reads(engine)
-    folding = (
-        wal_checkpoint.Checkpointer(url.database)
-        if url.database and url.database != ":memory:"
-        else None
-    )
+    folding = wal_checkpoint.Checkpointer(path) if path is not None else None
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record) -> None:  # noqa: ANN001
@@ -62,5 +59,5 @@ def sqlite_engine(url: sa.URL) -> sa.Engine:
         immediate = conn.get_execution_options().get(WRITE, False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
-    writer_queue.install(engine, url.database if url.database != ":memory:" else None)
+    writer_queue.install(engine, path)
     return engine

@@ -464,7 +464,8 @@ def _check(
             for rc, amount in res.items():
                 key = (provider_ids[rp_uuid], class_ids[rc])
                 row = inventory.get(key)
-                if key not in checked and (row is None or stored_fault(row) is not None):
+                first = key not in checked
+                if first and (row is None or stored_fault(row) is not None):
                     raise Conflict(  # (a row not written through the API)
                         f"Unable to allocate inventory: Inventory for '{rc}' on "
                         f"resource provider '{rp_uuid}' invalid."
@@ -477,7 +478,7 @@ def _check(
                         f"max_unit {row.max_unit}, step_size {row.step_size}; "
                         f"requested {amount})."
                     )
-                if key not in checked:
+                if first:
                     _check_capacity(row, rc, rp_uuid, released[key], wanted[key])
                     checked.add(key)
 

@@ -8,11 +8,10 @@ from __future__ import annotations
 import dataclasses
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 
 from tally.db import schema as t
 from tally.db.row_rules import sound_inventory
-from tally.placement.ledger.common import ids_by_name
+from tally.placement.ledger.common import among, ids_by_name
 from tally.placement.ledger.errors import BadRequest
 
 _rp = t.resource_providers
@@ -190,4 +189,4 @@ def _with_capacity(
     ids = conn.scalars(fitting).all()
     if not ids:
         return None
-    return rp_id == sa.any_(sa.bindparam("fitting", ids, type_=postgresql.ARRAY(sa.Integer)))
+    return among(rp_id, ids, conn.dialect.name)

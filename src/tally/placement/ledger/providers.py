@@ -26,8 +26,8 @@ from tally.db.transaction import transaction
 from tally.placement.ledger import history_records, provider_listing
 from tally.placement.ledger.candidates import view as views
 from tally.placement.ledger.candidates.index import Index
-from tally.placement.ledger.candidates.snapshot import IN_LIST_MAX, among
 from tally.placement.ledger.common import (
+    among,
     has_rows,
     locking,
     newest_stamp,
@@ -157,11 +157,11 @@ def list_provider_rows(
             if view is not None:
                 ids = provider_listing.matching(view, filters)
     with transaction(engine) as conn:
-        dialect = conn.dialect.name
-        if ids is not None and (dialect in ("sqlite", "postgresql") or len(ids) <= IN_LIST_MAX):
+        picked = None if ids is None else among(_RP.c.id, ids, conn.dialect.name)
+        if picked is not None:
             if not ids:
                 return Listing([], None)
-            conditions = [among(_RP.c.id, ids, dialect)]
+            conditions = [picked]
         else:
             conditions = filter_conditions(conn, _RP.c, filters)
             if conditions is None:

@@ -37,10 +37,10 @@ from tally.placement.ledger.candidates.snapshot import (
     SHARING_TRAIT,
     ProviderRow,
     Stock,
-    among,
     capacity_of,
     fitting,
 )
+from tally.placement.ledger.common import among
 
 LOG = logging.getLogger(__name__)
 CHUNK = 500  # ids per IN list when reloading a set of providers
@@ -441,7 +441,7 @@ class _Read:
         usage_only: bool = False,
     ) -> None:
         def rows(query: sa.Select, column: sa.ColumnElement) -> list[tuple]:
-            if ids is not None:
+            if ids is not None:  # (a chunk: never more than one IN list takes)
                 query = query.where(among(column, ids, conn.dialect.name))
             result = conn.execute(query)
             try:

@@ -10,21 +10,19 @@ a filter on thousands of providers costs no more to send than one on three.
 
 from __future__ import annotations
 
-import json
 import operator
 from collections import defaultdict
 from collections.abc import Collection, Iterable
 
 import os_traits
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 
 from tally.db import schema as t
 from tally.db.row_rules import sound_inventory
 from tally.db.schema import MAX_CAPACITY
+from tally.placement.ledger.common import among
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
-IN_LIST_MAX = 1000  # other databases: a larger id set reads everything and filters here
 
 _RP, _INV, _ALLOC = t.resource_providers, t.inventories, t.allocations
 _RPT, _RPA = t.resource_provider_traits, t.resource_provider_aggregates
@@ -74,18 +72,6 @@ def room(s: Stock) -> int:
     return min(s[2] - s[3], s[5])
 
 
-def among(column: sa.ColumnElement, ids: Collection[int], dialect: str) -> sa.ColumnElement[bool]:
-    """`column IN ids`, sent as one parameter where the database allows (PostgreSQL
-    plans a list of 500 parameters in more time than it reads their rows)."""
-    ids = sorted(ids)
-    if dialect == "sqlite":
-        each = sa.func.json_each(sa.literal(json.dumps(ids))).table_valued("value")
-        return column.in_(sa.select(each.c.value))
-    if dialect == "postgresql":
-        return column == sa.any_(sa.literal(ids, postgresql.ARRAY(sa.Integer)))
-    return column.in_(ids)
-
-
 def capacity_of(total: int, reserved: int, ratio: float) -> int:
     return min(int((total - reserved) * ratio), MAX_CAPACITY)
 
@@ -110,9 +96,8 @@ class Snapshot:
         return Snapshot(self.conn)
 
     def _in(self, column: sa.ColumnElement, ids: Collection[int]) -> sa.ColumnElement[bool]:
-        if self.dialect not in ("sqlite", "postgresql") and len(ids) > IN_LIST_MAX:
-            return sa.true()  # the caller filters the rows again
-        return among(column, ids, self.dialect)
+        found = among(column, ids, self.dialect)
+        return sa.true() if found is None else found  # (None: the caller filters the rows)
 
     def _all(self, query: sa.Select) -> list[tuple]:
         """All rows as the driver's plain tuples: the columns read here (integers,
