@@ -29,6 +29,7 @@ import orjson
 import sqlalchemy as sa
 
 from tally.db import schema as t
+from tally.db.bound_lists import in_bound_list
 from tally.db.transaction import insert_at_commit, notes
 
 ALLOCATION = "allocation"
@@ -158,9 +159,7 @@ def _providers(conn: sa.Connection, ids: set[int]) -> dict[int, sa.Row]:
 
 
 _RP = t.resource_providers
-_PROVIDERS = sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation).where(
-    _RP.c.id.in_(sa.bindparam("ids", expanding=True))
-)
+_PROVIDERS = sa.select(_RP.c.id, _RP.c.uuid, _RP.c.generation).where(in_bound_list(_RP.c.id, "ids"))
 
 
 def _row(change: Change, caller: Caller, now: dt.datetime, provider: sa.Row | None) -> dict:

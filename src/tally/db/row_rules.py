@@ -5,6 +5,7 @@ older tool) leaves it out with a warning instead of failing every caller."""
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -43,9 +44,14 @@ def inventory_fault(
 def stored_fault(row: Any) -> tuple[str, str] | None:
     """`inventory_fault` of a row with the inventory's columns as attributes (a
     claim on such a row is refused rather than dividing by a step of 0)."""
-    return inventory_fault(
+    return _fault_of_values(
         row.total, row.reserved, row.allocation_ratio, row.min_unit, row.max_unit, row.step_size
     )
+
+
+# A batch's claim checks thousands of rows, most of them alike: each set of values
+# once (typed: True is no 1 here).
+_fault_of_values = functools.lru_cache(maxsize=4096, typed=True)(inventory_fault)
 
 
 def sound_inventory(inv: sa.Table | sa.Alias = inventories) -> sa.ColumnElement[bool]:

@@ -23,6 +23,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
+from tally.db.bound_lists import in_bound_list
 from tally.db.retry import RunAgain, retrying
 from tally.db.retry import run_retrying as run_retrying_in_engine
 from tally.db.row_rules import stored_fault
@@ -73,7 +74,7 @@ _a = t.allocations
 _DELETE_ALLOCATIONS = _a.delete().where(_a.c.consumer_id == sa.bindparam("uuid"))
 _CURRENT = sa.select(
     _a.c.consumer_id, _a.c.resource_provider_id, _a.c.resource_class_id, _a.c.used
-).where(_a.c.consumer_id.in_(sa.bindparam("uuids", expanding=True)))
+).where(in_bound_list(_a.c.consumer_id, "uuids"))
 # The inventories of the providers, each with what is allocated from it (one
 # round trip; the allocations' (provider, class, used) index answers each sum).
 _USED_OF_INVENTORY = (
@@ -85,13 +86,13 @@ _USED_OF_INVENTORY = (
     .scalar_subquery()
 )
 _INVENTORY_OF = sa.select(t.inventories, _USED_OF_INVENTORY.label("used_now")).where(
-    t.inventories.c.resource_provider_id.in_(sa.bindparam("ids", expanding=True))
+    in_bound_list(t.inventories.c.resource_provider_id, "ids")
 )
 # ... and, for a claim that assumed its consumers new, whether any of them has a
 # row or holds an allocation after all (the same answer on every row).
 _CONSUMERS_KNOWN = sa.or_(
-    sa.exists().where(t.consumers.c.uuid.in_(sa.bindparam("uuids", expanding=True))),
-    sa.exists().where(_a.c.consumer_id.in_(sa.bindparam("uuids", expanding=True))),
+    sa.exists().where(in_bound_list(t.consumers.c.uuid, "uuids")),
+    sa.exists().where(in_bound_list(_a.c.consumer_id, "uuids")),
 )
 _INVENTORY_OF_NEW = _INVENTORY_OF.add_columns(_CONSUMERS_KNOWN.label("consumers_known"))
 

@@ -12,6 +12,7 @@ from sqlalchemy.dialects import postgresql
 
 from tally.db import journal
 from tally.db import schema as t
+from tally.db.bound_lists import in_bound_list
 from tally.db.engine import is_sqlite
 from tally.db.transaction import at_commit
 from tally.placement.ledger.errors import ConcurrentUpdate, NotFound
@@ -79,7 +80,7 @@ def ids_by_names(conn: sa.Connection, *lookups: Lookup) -> list[dict[str, int]]:
                 sa.literal_column(str(i)).label("part"),
                 table.c[column].label("key"),
                 table.c.id,
-            ).where(table.c[column].in_(sa.bindparam(f"keys{i}", expanding=True)))
+            ).where(in_bound_list(table.c[column], f"keys{i}"))
             for i, table, column in parts
         ]
         return selects[0] if len(selects) == 1 else sa.union_all(*selects)
@@ -100,7 +101,7 @@ def named_or_linked(
     write of a provider's traits or aggregates reads once the provider is locked.
     (One IN of a UNION, so that each part reads its own index.)"""
     here = link.table.c.resource_provider_id == sa.bindparam("provider_id")
-    named = sa.select(table.c.id).where(key.in_(sa.bindparam("names", expanding=True)))
+    named = sa.select(table.c.id).where(in_bound_list(key, "names"))
     return (
         sa.select(*columns, link.is_not(None).label(label))
         .select_from(table.outerjoin(link.table, sa.and_(link == table.c.id, here)))
@@ -123,7 +124,7 @@ _PROVIDER_ROW = sa.select(t.resource_providers).where(
 _PROVIDER_ROW_LOCKED = _PROVIDER_ROW.with_for_update()
 _LOCK_PROVIDERS = (
     sa.select(t.resource_providers.c.id)
-    .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .where(in_bound_list(t.resource_providers.c.id, "ids"))
     .order_by(t.resource_providers.c.id)
     .with_for_update()
 )

@@ -16,6 +16,7 @@ import dataclasses
 import sqlalchemy as sa
 
 from tally.db import schema as t
+from tally.db.bound_lists import in_bound_list
 from tally.db.engine import is_sqlite
 from tally.db.transaction import at_commit, insert_at_commit
 from tally.placement.ledger.common import utcnow
@@ -45,7 +46,7 @@ _CONSUMERS = (
     sa.select(
         _c.c.id, _c.c.uuid, _c.c.project_id, _c.c.user_id, _c.c.generation, _c.c.consumer_type_id
     )
-    .where(_c.c.uuid.in_(sa.bindparam("uuids", expanding=True)))
+    .where(in_bound_list(_c.c.uuid, "uuids"))
     .order_by(_c.c.uuid)
 )
 _CONSUMERS_LOCKED = _CONSUMERS.with_for_update()

@@ -24,6 +24,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from tally.db import schema as t
+from tally.db.bound_lists import in_bound_list
 from tally.db.retry import retrying
 from tally.db.schema import MAX_CAPACITY
 from tally.db.transaction import at_commit, insert_at_commit, transaction
@@ -300,7 +301,7 @@ _STATE = (
     .where(  # (one IN of a UNION, so that each part reads its own index)
         _rc.c.id.in_(
             sa.union_all(
-                sa.select(_rc.c.id).where(_rc.c.name.in_(sa.bindparam("names", expanding=True))),
+                sa.select(_rc.c.id).where(in_bound_list(_rc.c.name, "names")),
                 sa.select(_inv.c.resource_class_id).where(
                     _inv.c.resource_provider_id == sa.bindparam("provider_id")
                 ),

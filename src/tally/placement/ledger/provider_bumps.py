@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
+from tally.db.bound_lists import in_bound_list
 from tally.placement.ledger.common import ids_by_names, lock_providers, utcnow
 
 
@@ -25,7 +26,7 @@ class GenerationMoved(Exception):
 
 _BUMP_LOCKED = (
     t.resource_providers.update()
-    .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .where(in_bound_list(t.resource_providers.c.id, "ids"))
     .values(generation=t.resource_providers.c.generation + 1, updated_at=sa.bindparam("now"))
     .returning(t.resource_providers.c.id, t.resource_providers.c.generation)
 )
@@ -37,7 +38,7 @@ def _locking_bump(key: sa.Column, param: str) -> sa.Update:
     writers never deadlock) and bump them, one statement."""
     locked = (
         sa.select(_rp.c.id)
-        .where(key.in_(sa.bindparam(param, expanding=True)))
+        .where(in_bound_list(key, param))
         .order_by(_rp.c.id)
         .with_for_update()
         .subquery("locked")
@@ -63,19 +64,19 @@ _NAMED_AND_BUMPED = sa.union_all(
     ),
     sa.select(
         sa.literal_column("1"), t.resource_classes.c.name, t.resource_classes.c.id, sa.null()
-    ).where(t.resource_classes.c.name.in_(sa.bindparam("classes", expanding=True))),
+    ).where(in_bound_list(t.resource_classes.c.name, "classes")),
     sa.select(
         sa.literal_column("2"), t.consumer_types.c.name, t.consumer_types.c.id, sa.null()
-    ).where(t.consumer_types.c.name.in_(sa.bindparam("types", expanding=True))),
+    ).where(in_bound_list(t.consumer_types.c.name, "types")),
 )
 _GENERATIONS = (
     sa.select(t.resource_providers.c.id, t.resource_providers.c.generation)
-    .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .where(in_bound_list(t.resource_providers.c.id, "ids"))
     .order_by(t.resource_providers.c.id)
 )
 _BUMP_LOCKED_PLAIN = (
     t.resource_providers.update()
-    .where(t.resource_providers.c.id.in_(sa.bindparam("ids", expanding=True)))
+    .where(in_bound_list(t.resource_providers.c.id, "ids"))
     .values(generation=t.resource_providers.c.generation + 1, updated_at=sa.bindparam("now"))
 )
 

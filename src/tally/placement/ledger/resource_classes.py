@@ -22,6 +22,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
+from tally.db.bound_lists import in_bound_list
 from tally.db.engine import is_sqlite
 from tally.db.retry import retried, retrying
 from tally.db.transaction import transaction
@@ -76,9 +77,7 @@ def get_class(engine: sa.Engine, name: str) -> ResourceClass:
 
 
 _FOR_INVENTORY = (
-    sa.select(rc.c.name, rc.c.id)
-    .where(rc.c.name.in_(sa.bindparam("names", expanding=True)))
-    .order_by(rc.c.id)
+    sa.select(rc.c.name, rc.c.id).where(in_bound_list(rc.c.name, "names")).order_by(rc.c.id)
 )
 _FOR_INVENTORY_LOCKED = _FOR_INVENTORY.with_for_update(read=True, key_share=True)
 

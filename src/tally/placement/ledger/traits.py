@@ -15,6 +15,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
+from tally.db.bound_lists import in_bound_list
 from tally.db.retry import retrying
 from tally.db.transaction import at_commit, insert_at_commit, transaction
 from tally.placement.ledger import history_records
@@ -131,9 +132,7 @@ _TRAITS_OF = (
     .where(rpt.c.resource_provider_id == sa.bindparam("provider_id"))
     .order_by(tr.c.name)
 )
-_WANTED = (
-    sa.select(tr).where(tr.c.name.in_(sa.bindparam("names", expanding=True))).order_by(tr.c.name)
-)
+_WANTED = sa.select(tr).where(in_bound_list(tr.c.name, "names")).order_by(tr.c.name)
 _WANTED_LOCKED = _WANTED.with_for_update(read=True)
 # A write reads, in one statement, the traits it names and those the provider has
 # (`held`); on PostgreSQL their rows share-locked (see the module docstring).

@@ -5,9 +5,9 @@ database only ever see values they can store and compute with.
 
 Rules:
 - JSON bodies are UTF-8 and nest at most MAX_JSON_DEPTH arrays/objects
-  (a deeper document is refused before it is parsed, so the parser never
-  recurses out of stack); numbers are finite; strings (keys and values) hold
-  no lone surrogate (`"\\ud800"`: not encodable as UTF-8).
+  (measured on the parsed document; the parser itself stops a far deeper one
+  with RecursionError before its stack runs out); numbers are finite; strings
+  (keys and values) hold no lone surrogate (`"\\ud800"`: not encodable as UTF-8).
 - No string anywhere (body, path segment, query key or value) holds a NUL
   character: PostgreSQL cannot store one, so no backend takes one.
 - Every integer is one the database column stores (-2^31 .. 2^31-1, `INT`
@@ -59,8 +59,6 @@ UUID_KEY = "^[0-9a-fA-F-]{36}$"  # as upstream: keys that name providers or cons
 # stale or impossible one is a 409, as upstream, not a 400).
 GENERATION: dict[str, Any] = {"type": "integer", "minimum": MIN_INT, "maximum": MAX_INT}
 
-_STRING_LITERAL = re.compile(r'"(?:[^"\\]|\\.)*"', re.DOTALL)
-_BRACKET = re.compile(r"[\[\]{}]")
 # Escapes json.loads turns into a NUL or a (maybe lone) surrogate.
 _SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 
@@ -124,20 +122,21 @@ def _not_json(name: str) -> Any:
     raise ValueError(f"{name} is not a valid JSON value")
 
 
-def _too_deep(text: str) -> bool:
-    """Whether the document nests deeper than MAX_JSON_DEPTH (brackets inside
-    strings do not count). Cheap for the usual small body: no scan at all."""
-    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
-        return False
-    depth = 0
-    for bracket in _BRACKET.finditer(_STRING_LITERAL.sub('""', text)):
-        if bracket.group() in "[{":
-            depth += 1
-            if depth > MAX_JSON_DEPTH:
-                return True
-        else:
-            depth -= 1
-    return False
+def _nests_deeper(data: Any, most: int) -> bool:
+    """Whether the parsed document holds arrays/objects more than `most` deep
+    (level by level: a batch's thousands of small maps cost a walk, not the
+    scan of its text that bracket counting needs)."""
+    level = [data] if isinstance(data, dict | list) else []
+    for _ in range(most):
+        level = [
+            child
+            for node in level
+            for child in (node.values() if isinstance(node, dict) else node)
+            if isinstance(child, dict | list)
+        ]
+        if not level:
+            return False
+    return True
 
 
 def parse_json(raw: bytes) -> Any:
@@ -146,15 +145,18 @@ def parse_json(raw: bytes) -> Any:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise BadRequest(f"Malformed JSON: the body is not valid UTF-8: {exc}") from None
-    if _too_deep(text):
-        raise BadRequest(
-            f"Malformed JSON: arrays and objects nest deeper than {MAX_JSON_DEPTH} levels."
-        )
     try:
         # As upstream, an empty body is malformed JSON, not a null document.
         data = json.loads(text, parse_constant=_not_json, parse_float=_finite)
+        too_deep = _nests_deeper(data, MAX_JSON_DEPTH)
+    except RecursionError:  # (the parser's guard, hundreds of levels past ours)
+        too_deep = True
     except ValueError as exc:
         raise BadRequest(f"Malformed JSON: {exc}") from None
+    if too_deep:
+        raise BadRequest(
+            f"Malformed JSON: arrays and objects nest deeper than {MAX_JSON_DEPTH} levels."
+        )
     if _SUSPECT_ESCAPE.search(text):
         _check_strings(data)
     return data
