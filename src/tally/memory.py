@@ -76,6 +76,12 @@ def release_if_due() -> None:
         return
     _release_due = False
     gc.collect(1)  # (not the old generation: a big index would make it a long pause)
+    hand_back()
+
+
+def hand_back() -> None:
+    """Hand the free memory of every arena back to the kernel (malloc_trim); no-op
+    without glibc."""
     try:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
