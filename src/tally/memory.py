@@ -1,10 +1,14 @@
-"""A serving worker's memory after a big answer: kept for the next one."""
+"""A serving worker's memory: kept for the next big answer, handed back after
+an unusual one, and no garbage collection over work that makes no cycles."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import gc
 import logging
+import threading
+from collections.abc import Iterator
 
 log = logging.getLogger("tally.serving")
 
@@ -86,3 +90,33 @@ def hand_back() -> None:
         ctypes.CDLL(None).malloc_trim(0)
     except (OSError, AttributeError):
         return
+
+
+_gc_lock = threading.Lock()
+_gc_pausers = 0
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection inside the block: for work that makes
+    hundreds of thousands of small containers and no cycles (a big search and
+    its answer, a bulk claim). The collector would walk them again and again
+    (a third of a search's time at 10,000 trees), and each full collection
+    walks every object the worker keeps (kept answers: 90 ms at 400,000).
+    They all die by reference counting inside the block and the collector
+    never sees them. Counted, so overlapping blocks in other threads keep it
+    paused."""
+    global _gc_pausers
+    with _gc_lock:
+        ours = _gc_pausers > 0 or gc.isenabled()  # else someone else turned it off
+        if ours:
+            _gc_pausers += 1
+            gc.disable()
+    try:
+        yield
+    finally:
+        if ours:
+            with _gc_lock:
+                _gc_pausers -= 1
+                if _gc_pausers == 0:
+                    gc.enable()

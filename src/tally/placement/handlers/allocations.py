@@ -15,6 +15,7 @@ from typing import Any
 
 import falcon
 
+from tally import memory
 from tally.placement.context import Service
 from tally.placement.handlers.common import cache_headers, is_uuid_like, read_body, since
 from tally.placement.ledger import allocations as ledger
@@ -51,11 +52,12 @@ class Allocations:
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         """Replace the allocations of several consumers in one transaction."""
         version = req.context.version
-        data = read_body(req)
-        writes = [_write(consumer, body, version) for consumer, body in data.items()]
-        ledger.replace(
-            self.service.engine, writes, self.service.settings.allocation_conflict_retry_count
-        )
+        with memory.gc_paused():  # a batch of thousands of consumers: no cycles
+            data = read_body(req)
+            writes = [_write(consumer, body, version) for consumer, body in data.items()]
+            ledger.replace(
+                self.service.engine, writes, self.service.settings.allocation_conflict_retry_count
+            )
         resp.status = falcon.HTTP_204
 
 

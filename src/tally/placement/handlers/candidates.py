@@ -7,6 +7,7 @@ from typing import Any
 import falcon
 import orjson
 
+from tally import memory
 from tally.placement.candidate_query import parse_query
 from tally.placement.context import Service
 from tally.placement.handlers.common import cache_headers, read_query, since
@@ -38,7 +39,7 @@ class AllocationCandidates:
         version = req.context.version
         params = read_query(req)
         request = parse_query(params, version)
-        with ledger.gc_paused():
+        with memory.gc_paused():
             resp.data = self._answer(request, version)
         resp.content_type = falcon.MEDIA_JSON
         cache_headers(req, resp)

@@ -9,11 +9,11 @@ from typing import Any
 import falcon
 import orjson
 
+from tally import memory
 from tally.placement import queryparams
 from tally.placement.context import Service
 from tally.placement.handlers.common import cache_headers, location, read_body, read_query, url
 from tally.placement.ledger import providers as ledger
-from tally.placement.ledger.candidates import gc_paused
 from tally.placement.schemas.providers import POST_RETURNS_BODY, TREES
 
 # Links of a provider beyond `self`, with the microversion that added each.
@@ -163,7 +163,7 @@ class Providers:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         wanted = list_filter(req)
-        with gc_paused():  # thousands of short-lived tuples and strings, no cycles
+        with memory.gc_paused():  # thousands of short-lived tuples and strings, no cycles
             found = ledger.list_provider_rows(self.service.engine, wanted, self.index)
             resp.data = render_listing(req, found.rows)
         resp.content_type = falcon.MEDIA_JSON

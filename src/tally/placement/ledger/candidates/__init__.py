@@ -26,8 +26,6 @@ JSON body of the newest microversion.
 from __future__ import annotations
 
 import contextlib
-import gc
-import threading
 from collections.abc import Iterator
 
 import sqlalchemy as sa
@@ -53,7 +51,6 @@ __all__ = [
     "Result",
     "candidates_json",
     "find_candidates",
-    "gc_paused",
     "search_in",
     "shared_index",
 ]
@@ -120,31 +117,3 @@ def _search(source: Snapshot | View, request: CandidateRequest, options: Options
     if ctx is None:
         return Result([], {})
     return summaries.build(ctx, request, found, options)
-
-
-_gc_lock = threading.Lock()
-_gc_pausers = 0
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while a search runs and its answer is
-    rendered. A big search creates hundreds of thousands of small containers
-    and no cycles; the collector would walk them again and again (a third of
-    the time at 10,000 trees). Let them all die (by reference counting) inside
-    the block and the collector never sees them. Counted, so overlapping
-    searches in other threads keep it paused."""
-    global _gc_pausers
-    with _gc_lock:
-        ours = _gc_pausers > 0 or gc.isenabled()  # else someone else turned it off
-        if ours:
-            _gc_pausers += 1
-            gc.disable()
-    try:
-        yield
-    finally:
-        if ours:
-            with _gc_lock:
-                _gc_pausers -= 1
-                if _gc_pausers == 0:
-                    gc.enable()
