@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Issue 31's figures for one backend, on bench/scale_cloud.py's cloud (N hosts, each
-a tree with devices as child providers; ~14 providers and ~140 allocations a host):
+a tree with devices as child providers; ~14 providers and ~142 allocations a host):
 
   setup      the cloud written straight into the database (providers, then servers)
   index      a worker's load time and memory: providers alone, then with the servers
              (bytes a provider, bytes an allocation), each in a fresh process
-  candidates p50 per shape with `limit=50` and whole; RSS across 100 whole answers
+  candidates p50 per shape with `limit=50`; whole: the first ask, then the p50 of the
+             asks its kept answer serves; RSS across 100 whole answers
   catch-up   1,000 spread claims in-process (claims/s), then the index catching up
   history    claims/s with the claim history on and off (its share of a write), and
              the journal's share (time in its flush)
@@ -15,8 +16,8 @@ a tree with devices as child providers; ~14 providers and ~140 allocations a hos
              upstream Placement 16.0.0 on SQLite: candidates per shape, each request
              given SECONDS (needs /tmp/perf-venv, see ../shared/tools/perf)
 
-  .venv/bin/python bench/scale.py --hosts 6700                       # ~94,000 providers
-  .venv/bin/python bench/scale.py --hosts 6700 --database-url postgresql+psycopg://u@h/db
+  .venv/bin/python bench/scale.py --hosts 7150                  # 100,320 providers
+  .venv/bin/python bench/scale.py --hosts 7150 --database-url postgresql+psycopg://u@h/db
   .venv/bin/python bench/scale.py --hosts 700 --upstream 120
 """
 
