@@ -13,8 +13,10 @@ a tree with devices as child providers; ~14 providers and ~142 allocations a hos
   burst      10,000 new consumers through `POST /allocations` in batches of 1,000
   served     `tally serve --workers 1` and `4`: 1,000 spread claims from 8 client threads
   upstream   (--upstream SECONDS) the same cloud exported (`tally db export`) into
-             upstream Placement 16.0.0 on SQLite: candidates per shape, each request
-             given SECONDS (needs /tmp/perf-venv, see ../shared/tools/perf)
+             upstream Placement 16.0.0 on SQLite (--upstream-database-url: an empty
+             database elsewhere), 4 gunicorn workers: candidates per shape, the served
+             claims and the burst, each request given SECONDS (needs /tmp/perf-venv,
+             see ../shared/tools/perf)
 
   .venv/bin/python bench/scale.py --hosts 7150                  # 100,320 providers
   .venv/bin/python bench/scale.py --hosts 7150 --database-url postgresql+psycopg://u@h/db
@@ -57,6 +59,7 @@ from tally.placement.ledger.candidates.index import Index, rss_mb, shared  # noq
 
 INDEX_MB = 8192
 UPSTREAM_VENV = Path("/tmp/perf-venv")
+UPSTREAM_WORKERS = 4  # gunicorn's, as `tally serve --workers 4` (one serves a search alone)
 TALLY = str(Path(sys.executable).parent / "tally")  # (this venv's, on PATH or not)
 
 
@@ -306,50 +309,92 @@ def served_claims(url: str, roots: list[str], workers: int, threads: int) -> Non
     command = [TALLY, "serve", "--port", str(port), "--workers", str(workers)]
     base = f"http://127.0.0.1:{port}"
     with running(command, env, base + "/", wait=120):
-        made: list[str] = []
-        failures: list[str] = []
-
-        def work(share: list[str]) -> None:
-            with httpx.Client(base_url=base, headers=ADMIN, timeout=60) as api:
-                for provider in share:
-                    consumer = str(uuidlib.uuid4())
-                    body = claim_body(provider, {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1})
-                    answer = api.put(f"/allocations/{consumer}", json=body)
-                    if answer.status_code == 204:
-                        made.append(consumer)
-                    else:
-                        failures.append(f"{answer.status_code} {answer.text[:200]}")
-
-        chosen = roots[:1000]
-        pool = [threading.Thread(target=work, args=(chosen[n::threads],)) for n in range(threads)]
-        started = time.perf_counter()
-        for thread in pool:
-            thread.start()
-        for thread in pool:
-            thread.join()
-        seconds = time.perf_counter() - started
+        made, failures, seconds = claims_over_http(base, roots[:1000], threads)
         say(
             f"# tally serve --workers {workers}, {threads} client threads: "
             f"{len(made) / seconds:.0f} claims/s ({len(failures)} failed"
             + (f", e.g. {failures[0]}" if failures else "")
             + ")"
         )
+        release_over_http(base, made)
+
+
+def claims_over_http(
+    base: str, providers: list[str], threads: int
+) -> tuple[list[str], list[str], float]:
+    """A new consumer's claim on each of `providers`, from `threads` client threads:
+    the consumers made, the failures, the seconds taken."""
+    made: list[str] = []
+    failures: list[str] = []
+
+    def work(share: list[str]) -> None:
         with httpx.Client(base_url=base, headers=ADMIN, timeout=60) as api:
-            for consumer in made:
-                api.delete(f"/allocations/{consumer}")
+            for provider in share:
+                consumer = str(uuidlib.uuid4())
+                body = claim_body(provider, {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1})
+                answer = api.put(f"/allocations/{consumer}", json=body)
+                if answer.status_code == 204:
+                    made.append(consumer)
+                else:
+                    failures.append(f"{answer.status_code} {answer.text[:200]}")
+
+    pool = [threading.Thread(target=work, args=(providers[n::threads],)) for n in range(threads)]
+    started = time.perf_counter()
+    for thread in pool:
+        thread.start()
+    for thread in pool:
+        thread.join()
+    return made, failures, time.perf_counter() - started
 
 
-def upstream(url: str, cloud: Cloud, seconds: float) -> None:
-    """The same cloud in upstream Placement 16.0.0 (SQLite): candidates per shape."""
+def release_over_http(base: str, consumers: list[str]) -> None:
+    with httpx.Client(base_url=base, headers=ADMIN, timeout=60) as api:
+        for consumer in consumers:
+            api.delete(f"/allocations/{consumer}")
+
+
+def burst_over_http(base: str, roots: list[str], seconds: float) -> str:
+    """`burst` through a server: consumers/s, or how far it got in `seconds` a batch."""
+    resources = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+    spent = 0.0
+    with httpx.Client(base_url=base, headers=ADMIN, timeout=seconds) as api:
+        for start in range(0, 10_000, 1000):
+            batch = [str(uuidlib.uuid4()) for _ in range(1000)]
+            body = {
+                consumer: claim_body(roots[(start + n) % len(roots)], resources)
+                for n, consumer in enumerate(batch)
+            }
+            started = time.perf_counter()
+            try:
+                answer = api.post("/allocations", json=body)
+            except httpx.TimeoutException:
+                return f"a batch of 1,000 took over {seconds:.0f} s (after {start:,} consumers)"
+            spent += time.perf_counter() - started
+            if answer.status_code != 204:
+                return f"HTTP {answer.status_code} after {start:,} consumers: {answer.text[:200]}"
+            emptied = {
+                consumer: {**claim_body(roots[0], {}), "allocations": {}, "consumer_generation": 1}
+                for consumer in batch
+            }
+            api.post("/allocations", json=emptied)  # (untimed: room again)
+    return f"{10_000 / spent:,.0f} consumers/s"
+
+
+def upstream(url: str, cloud: Cloud, seconds: float, target: str | None = None) -> None:
+    """The same cloud in upstream Placement 16.0.0: candidates per shape. `target`: an
+    empty PostgreSQL or MySQL database for it (default: a new SQLite)."""
     if not (UPSTREAM_VENV / "bin" / "gunicorn").exists():
         say(f"# upstream: skipped (no upstream Placement in {UPSTREAM_VENV})")
         return
     folder = Path(tempfile.mkdtemp(prefix="tally-scale-upstream-"))
-    target = f"sqlite:///{folder}/placement.sqlite"
+    target = target or f"sqlite:///{folder}/placement.sqlite"
+    theirs = sa.make_url(target)  # (upstream's drivers: psycopg2, PyMySQL)
+    if theirs.get_backend_name() == "postgresql":
+        theirs = theirs.set(drivername="postgresql+psycopg2")
     (folder / "conf").mkdir()
     (folder / "conf" / "placement.conf").write_text("")
     env = {
-        "OS_PLACEMENT_DATABASE__CONNECTION": target,
+        "OS_PLACEMENT_DATABASE__CONNECTION": theirs.render_as_string(hide_password=False),
         "OS_API__AUTH_STRATEGY": "noauth2",
         "OS_PLACEMENT_CONFIG_DIR": str(folder / "conf"),
         "OS_DEFAULT__DEFAULT_LOG_LEVELS": "placement=WARNING,placement.requestlog=WARNING,"
@@ -368,14 +413,18 @@ def upstream(url: str, cloud: Cloud, seconds: float) -> None:
         check=True,
         capture_output=True,
     )
-    say(f"# upstream: the cloud exported into its schema in {time.perf_counter() - started:.0f} s")
+    say(
+        f"# upstream on {theirs.get_backend_name()}: the cloud exported into its schema in "
+        f"{time.perf_counter() - started:.0f} s"
+    )
+    settle(sa.create_engine(target))  # (as ours; not make_engine: it refuses their schema)
     port = free_port()
     command = [
         str(UPSTREAM_VENV / "bin" / "gunicorn"),
         "--bind",
         f"127.0.0.1:{port}",
         "--workers",
-        "1",
+        str(UPSTREAM_WORKERS),
         "--timeout",
         str(int(seconds) + 30),
         "placement.wsgi.api:application",
@@ -402,6 +451,17 @@ def upstream(url: str, cloud: Cloud, seconds: float) -> None:
                     shown, n = f">{seconds:.0f}", 0
                 line += f" {shown:>11} {n:>5}" if extra else f" {shown:>9} {n:>7}"
             say(line)
+        roots = spread(cloud)
+        made, failures, took = claims_over_http(base, roots[:1000], threads=8)
+        say(
+            f"# upstream, {UPSTREAM_WORKERS} gunicorn workers, 8 client threads: "
+            f"{len(made) / took:.0f} claims/s ({len(failures)} failed)"
+        )
+        release_over_http(base, made)
+        say(
+            "# upstream, burst of 10,000 consumers in POST /allocations batches of 1,000: "
+            + burst_over_http(base, roots, seconds)
+        )
 
 
 def main() -> None:
@@ -413,6 +473,7 @@ def main() -> None:
     parser.add_argument("--answers", type=int, default=100, help="whole answers for RSS")
     parser.add_argument("--workers", default="1,4", help="tally serve's workers, each run")
     parser.add_argument("--upstream", type=float, default=0, help="seconds a request (0: none)")
+    parser.add_argument("--upstream-database-url", help="an empty database for upstream")
     parser.add_argument("--index-of", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.index_of:
@@ -468,7 +529,7 @@ def main() -> None:
     for workers in map(int, args.workers.split(",")):
         served_claims(url, roots, workers, threads=8)
     if args.upstream:
-        upstream(url, cloud, args.upstream)
+        upstream(url, cloud, args.upstream, args.upstream_database_url)
 
 
 if __name__ == "__main__":
