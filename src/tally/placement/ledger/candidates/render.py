@@ -38,18 +38,27 @@ def body(ctx: Context, request: CandidateRequest, chosen: Chosen) -> bytes:
     snap = ctx.snap
     if request.all_summary_classes and isinstance(snap, View):  # kept whole per provider
         return joined(requests, snap.index, members)
-    summaries = orjson.dumps(summaries_of(ctx, request, members, roots)).decode()[1:-1]
+    summaries = orjson.dumps(summaries_of(ctx, request, members, roots))[1:-1]
     return _body(requests, summaries)
 
 
 def joined(requests: str, index: Index, members: set[int]) -> bytes:
     """The body of allocation requests already written (joined by commas) with
     the index's kept summary of every provider in `members`."""
-    return _body(requests, ",".join(index.summaries_json(sorted(members))))
+    return _body(requests, b",".join(index.summaries_json(sorted(members))))
 
 
-def _body(requests: str, summaries: str) -> bytes:
-    return f'{{"allocation_requests":[{requests}],"provider_summaries":{{{summaries}}}}}'.encode()
+def _body(requests: str, summaries: bytes) -> bytes:
+    """(Joined as bytes: a whole answer of 26 MB was copied twice more as text.)"""
+    return b"".join(
+        (
+            b'{"allocation_requests":[',
+            requests.encode(),
+            b'],"provider_summaries":{',
+            summaries,
+            b"}}",
+        )
+    )
 
 
 class _Quoted(dict):
