@@ -63,15 +63,18 @@ class RequestIdAndLog:
             resp.append_header("vary", microversion.HEADER)
         # The app has no default media type: a body is JSON unless a handler said
         # otherwise, and an empty answer (201 before 1.20, 204) carries no content-type.
-        has_body = resp.media is not None or resp.text is not None or resp.data is not None
-        if has_body and not resp.content_type:
-            resp.content_type = falcon.MEDIA_JSON
-        body = resp.render_body() or b""
-        if not body:
-            resp.content_type = None
+        if resp.stream is not None:  # (sent as it is joined: its length said before)
+            length = resp.content_length or 0
+        else:
+            has_body = resp.media is not None or resp.text is not None or resp.data is not None
+            if has_body and not resp.content_type:
+                resp.content_type = falcon.MEDIA_JSON
+            length = len(resp.render_body() or b"")
+            if not length:
+                resp.content_type = None
         uri = req.relative_uri if req.query_string else req.root_path + req.path
         line = '[%s] %s "%s %s" status: %s len: %d'
-        args = [request_id, req.remote_addr, req.method, uri, resp.status_code, len(body)]
+        args = [request_id, req.remote_addr, req.method, uri, resp.status_code, length]
         if version is not None:
             line += " microversion: %s.%s"
             args += [version.major, version.minor]

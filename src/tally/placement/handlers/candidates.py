@@ -40,14 +40,21 @@ class AllocationCandidates:
         params = read_query(req)
         request = parse_query(params, version)
         with memory.gc_paused():
-            resp.data = self._answer(request, version)
+            answer = self._answer(request, version)
+        if isinstance(answer, bytes):
+            resp.data = answer
+        else:  # joined a chunk at a time as it is sent
+            resp.content_length = len(answer)
+            resp.stream = answer.chunks()
         resp.content_type = falcon.MEDIA_JSON
         cache_headers(req, resp)
 
-    def _answer(self, request: ledger.CandidateRequest, version: tuple[int, int]) -> bytes:
+    def _answer(
+        self, request: ledger.CandidateRequest, version: tuple[int, int]
+    ) -> ledger.Answer | bytes:
         """The JSON body (everything built on the way is freed on return)."""
         if version >= MAPPINGS:  # the newest shape, written straight to JSON
-            return ledger.candidates_json(self.service.engine, request, self.options, self.index)
+            return ledger.candidates_answer(self.service.engine, request, self.options, self.index)
         result = ledger.find_candidates(self.service.engine, request, self.options, self.index)
         body = {
             "allocation_requests": _requests(result.allocation_requests, version),

@@ -19,8 +19,8 @@ imports point down this list only (a test checks the import graph has no ring).
                      and the data shapes (stock rows, parts, candidates)
 
 `find_candidates` is the one entry point (`search_in` for a connection already
-open, always on the database); `candidates_json` gives the same answer as the
-JSON body of the newest microversion.
+open, always on the database); `candidates_answer` gives the same answer as the
+JSON body of the newest microversion (`candidates_json`, joined).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ from tally.placement.ledger.candidates import view as views
 from tally.placement.ledger.candidates.budget import AnswerTooLarge
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.candidates.index import shared as shared_index
+from tally.placement.ledger.candidates.render import Answer
 from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.search import Options
 from tally.placement.ledger.candidates.snapshot import Snapshot
@@ -44,11 +45,13 @@ from tally.placement.ledger.candidates.summaries import Result
 from tally.placement.ledger.candidates.view import View
 
 __all__ = [
+    "Answer",
     "AnswerTooLarge",
     "CandidateRequest",
     "Index",
     "Options",
     "Result",
+    "candidates_answer",
     "candidates_json",
     "find_candidates",
     "search_in",
@@ -68,16 +71,27 @@ def find_candidates(
         return _search(source, request, options)
 
 
+def candidates_answer(
+    engine: sa.Engine,
+    request: CandidateRequest,
+    options: Options | None = None,
+    index: Index | None = None,
+) -> Answer:
+    """`find_candidates` as the JSON body of microversion 1.34 on (mappings,
+    summaries with parents and roots), made while the index is held, in the pieces
+    a server sends a chunk at a time."""
+    with _source(engine, index) as source:
+        return _render(source, request, options or Options())
+
+
 def candidates_json(
     engine: sa.Engine,
     request: CandidateRequest,
     options: Options | None = None,
     index: Index | None = None,
 ) -> bytes:
-    """`find_candidates` as the JSON body of microversion 1.34 on (mappings,
-    summaries with parents and roots), written while the index is held."""
-    with _source(engine, index) as source:
-        return _render(source, request, options or Options())
+    """`candidates_answer` joined."""
+    return bytes(candidates_answer(engine, request, options, index))
 
 
 @contextlib.contextmanager
@@ -93,7 +107,7 @@ def _source(engine: sa.Engine, index: Index | None) -> Iterator[Snapshot | View]
         yield Snapshot(conn)
 
 
-def _render(source: Snapshot | View, request: CandidateRequest, options: Options) -> bytes:
+def _render(source: Snapshot | View, request: CandidateRequest, options: Options) -> Answer:
     if isinstance(source, View):
         kept = answers.body(source, request, options)
         if kept is not None:

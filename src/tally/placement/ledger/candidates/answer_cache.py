@@ -33,7 +33,7 @@ class Kept:
     # a sharing provider of it reaches changes, not only the two marked stale
     in_trees: tuple[int | None, ...] = ()
     # the allocation requests of the whole answer joined, and the trees they take from
-    whole: tuple[str, set[int]] | None = None
+    whole: tuple[bytes, set[int]] | None = None
 
     def put(self, anchor: int, tree: Tree | None) -> None:
         """Set (None: clear) the candidates of one anchor."""

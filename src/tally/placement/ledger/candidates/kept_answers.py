@@ -34,7 +34,7 @@ from tally.placement.ledger.candidates.snapshot import Candidate
 from tally.placement.ledger.candidates.view import View
 
 
-def body(view: View, request: CandidateRequest, options: Options) -> bytes | None:
+def body(view: View, request: CandidateRequest, options: Options) -> render.Answer | None:
     """The JSON body from the kept answer of this request shape, brought up to
     date; None when the shape is not kept (the caller searches as usual)."""
     if not _keepable(request, options):
@@ -183,17 +183,17 @@ def _extra(
     return (None if roots == {anchor} else roots, candidate if alone else None)
 
 
-def _write(view: View, kept: Kept, limit: int | None, randomize: bool) -> bytes:
+def _write(view: View, kept: Kept, limit: int | None, randomize: bool) -> render.Answer:
     """The answer from the kept trees, as `render.body` writes it: the first
     `limit` distinct candidates in anchor order (trees in a random order with
     `randomize`), and the summaries of every provider of the trees they take from."""
     if limit or randomize:
         texts, roots = _chosen(kept, limit, randomize)
-        requests = ",".join(texts)
+        requests = ",".join(texts).encode()
     else:  # the whole answer: the same until a tree changes
         if kept.whole is None:
             texts, roots = _chosen(kept, None, False)
-            kept.whole = (",".join(texts), roots)
+            kept.whole = (",".join(texts).encode(), roots)
         requests, roots = kept.whole
     if not requests:
         return render.EMPTY

@@ -7,11 +7,14 @@ summary comes from the index's per-provider JSON (kept until the provider
 changes) and each allocation request from a few string pieces computed once
 per answer (one of several providers also kept by the index, by candidate).
 The bytes are exactly `orjson.dumps` of what `summaries.build` returns for the
-same candidates (tested), so both paths stay one answer.
+same candidates (tested), so both paths stay one answer. The body leaves as
+its pieces (`Answer`), joined a chunk at a time as the server sends it.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 import orjson
@@ -25,40 +28,60 @@ from tally.placement.ledger.candidates.view import View
 if TYPE_CHECKING:
     from tally.placement.ledger.candidates.index import Index
 
-EMPTY = b'{"allocation_requests":[],"provider_summaries":{}}'
+SUMMARIES_A_CHUNK = 1000  # (about 330 KB of JSON)
 
 
-def body(ctx: Context, request: CandidateRequest, chosen: Chosen) -> bytes:
+@dataclasses.dataclass(frozen=True)
+class Answer:
+    """The JSON body as the pieces it is made of, joined only as it is sent
+    (`chunks`): a whole answer of 100,000 providers is 26 MB, and joining it once
+    held that beside the 20 MB of its summaries. The summaries are the index's
+    kept bytes, which no change of the index alters (it replaces them), so the
+    answer may be sent after the index moved on."""
+
+    requests: bytes  # the allocation requests, joined by commas
+    summaries: list[bytes]  # each `"uuid":{...}` (or several, joined by commas)
+
+    def __len__(self) -> int:
+        return (
+            len(_HEAD) + len(self.requests) + len(_MIDDLE) + len(_TAIL)
+            + sum(map(len, self.summaries)) + max(0, len(self.summaries) - 1)
+        )  # fmt: skip
+
+    def chunks(self) -> Iterator[bytes]:
+        yield _HEAD + self.requests + _MIDDLE
+        summaries = self.summaries
+        for i in range(0, len(summaries), SUMMARIES_A_CHUNK):
+            chunk = b",".join(summaries[i : i + SUMMARIES_A_CHUNK])
+            yield b"," + chunk if i else chunk
+        yield _TAIL
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.chunks())
+
+
+_HEAD, _MIDDLE, _TAIL = b'{"allocation_requests":[', b'],"provider_summaries":{', b"}}"
+EMPTY = Answer(b"", [])
+
+
+def body(ctx: Context, request: CandidateRequest, chosen: Chosen) -> Answer:
     """The JSON body for the chosen candidates (a search that found nothing
     has `chosen` None)."""
     if chosen is None:
         return EMPTY
     found, members, roots = chosen
-    requests = ",".join(allocation_requests(ctx, request, found))
+    requests = ",".join(allocation_requests(ctx, request, found)).encode()
     snap = ctx.snap
     if request.all_summary_classes and isinstance(snap, View):  # kept whole per provider
         return joined(requests, snap.index, members)
     summaries = orjson.dumps(summaries_of(ctx, request, members, roots))[1:-1]
-    return _body(requests, summaries)
+    return Answer(requests, [summaries] if summaries else [])
 
 
-def joined(requests: str, index: Index, members: set[int]) -> bytes:
+def joined(requests: bytes, index: Index, members: set[int]) -> Answer:
     """The body of allocation requests already written (joined by commas) with
     the index's kept summary of every provider in `members`."""
-    return _body(requests, b",".join(index.summaries_json(sorted(members))))
-
-
-def _body(requests: str, summaries: bytes) -> bytes:
-    """(Joined as bytes: a whole answer of 26 MB was copied twice more as text.)"""
-    return b"".join(
-        (
-            b'{"allocation_requests":[',
-            requests.encode(),
-            b'],"provider_summaries":{',
-            summaries,
-            b"}}",
-        )
-    )
+    return Answer(requests, index.summaries_json(sorted(members)))
 
 
 class _Quoted(dict):
