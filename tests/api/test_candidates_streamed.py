@@ -7,6 +7,7 @@ database alike)."""
 from __future__ import annotations
 
 import json
+import logging
 
 import httpx
 import orjson
@@ -92,10 +93,11 @@ def add_hosts(engine: sa.Engine, count: int) -> None:
 
 
 @pytest.mark.parametrize("index_mb", [0, 1024], ids=["database", "index"])
-def test_a_whole_answer_through_the_server(engine, index_mb):
+def test_a_whole_answer_through_the_server(engine, index_mb, caplog):
     hosts = 2 * render.SUMMARIES_A_CHUNK + 1
     add_hosts(engine, hosts)
     app = create_app(Settings.of(candidates_index_max_mb=index_mb), engine)
+    caplog.set_level(logging.INFO, logger="tally.requestlog")
     with serving_thread(app) as (url, _server):
         with httpx.stream(
             "GET", f"{url}/allocation_candidates?resources=VCPU:1", headers=HEADERS
@@ -104,6 +106,8 @@ def test_a_whole_answer_through_the_server(engine, index_mb):
         assert answer.status_code == 200, body[:300]
         assert int(answer.headers["content-length"]) == len(body)
         assert answer.headers["content-type"] == "application/json"
+        logged = [r.getMessage() for r in caplog.records if r.name == "tally.requestlog"]
+        assert len(logged) == 1 and f"status: 200 len: {len(body)} " in logged[0], logged
         found = orjson.loads(body)
         assert len(found["allocation_requests"]) == hosts
         assert len(found["provider_summaries"]) == hosts

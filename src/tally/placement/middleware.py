@@ -64,7 +64,7 @@ class RequestIdAndLog:
         # The app has no default media type: a body is JSON unless a handler said
         # otherwise, and an empty answer (201 before 1.20, 204) carries no content-type.
         if resp.stream is not None:  # (sent as it is joined: its length said before)
-            length = resp.content_length or 0
+            length = int(resp.content_length or 0)
         else:
             has_body = resp.media is not None or resp.text is not None or resp.data is not None
             if has_body and not resp.content_type:
