@@ -235,33 +235,34 @@ def history_share(engine: object, roots: list[str]) -> None:
     )
 
 
+def burst_batches(roots: list[str]) -> Iterator[tuple[int, dict, dict]]:
+    """The burst's 10 batches: (consumers before it, the claims of 1,000 new
+    consumers spread over `roots`, the same consumers emptied: room again)."""
+    resources = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
+    for start in range(0, 10_000, 1000):
+        batch = [str(uuidlib.uuid4()) for _ in range(1000)]
+        claims = {
+            consumer: claim_body(roots[(start + n) % len(roots)], resources)
+            for n, consumer in enumerate(batch)
+        }
+        emptied = {
+            consumer: {**claim_body(roots[0], {}), "allocations": {}, "consumer_generation": 1}
+            for consumer in batch
+        }
+        yield start, claims, emptied
+
+
 def burst(engine: object, roots: list[str], history: bool) -> None:
     client = falcon.testing.TestClient(
         create_app(Settings.of(candidates_index_max_mb=INDEX_MB, history=history), engine), ADMIN
     )
-    resources = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
     seconds = 0.0
-    for start in range(0, 10_000, 1000):
-        batch = [str(uuidlib.uuid4()) for _ in range(1000)]
-        body = {
-            consumer: claim_body(roots[(start + n) % len(roots)], resources)
-            for n, consumer in enumerate(batch)
-        }
+    for _, claims, emptied in burst_batches(roots):
         started = time.perf_counter()
-        answer = client.simulate_post("/allocations", json=body)
+        answer = client.simulate_post("/allocations", json=claims)
         seconds += time.perf_counter() - started
         assert answer.status_code == 204, answer.text
-        emptied = {
-            consumer: {
-                "allocations": {},
-                "project_id": "bench",
-                "user_id": "bench",
-                "consumer_generation": 1,
-                "consumer_type": "INSTANCE",
-            }
-            for consumer in batch
-        }
-        answer = client.simulate_post("/allocations", json=emptied)  # (untimed: room again)
+        answer = client.simulate_post("/allocations", json=emptied)  # (untimed)
         assert answer.status_code == 204, answer.text
     say(
         f"# burst of 10,000 consumers in POST /allocations batches of 1,000 (history "
@@ -355,28 +356,18 @@ def release_over_http(base: str, consumers: list[str]) -> None:
 
 def burst_over_http(base: str, roots: list[str], seconds: float) -> str:
     """`burst` through a server: consumers/s, or how far it got in `seconds` a batch."""
-    resources = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}
     spent = 0.0
     with httpx.Client(base_url=base, headers=ADMIN, timeout=seconds) as api:
-        for start in range(0, 10_000, 1000):
-            batch = [str(uuidlib.uuid4()) for _ in range(1000)]
-            body = {
-                consumer: claim_body(roots[(start + n) % len(roots)], resources)
-                for n, consumer in enumerate(batch)
-            }
+        for start, claims, emptied in burst_batches(roots):
             started = time.perf_counter()
             try:
-                answer = api.post("/allocations", json=body)
+                answer = api.post("/allocations", json=claims)
             except httpx.TimeoutException:
                 return f"a batch of 1,000 took over {seconds:.0f} s (after {start:,} consumers)"
             spent += time.perf_counter() - started
             if answer.status_code != 204:
                 return f"HTTP {answer.status_code} after {start:,} consumers: {answer.text[:200]}"
-            emptied = {
-                consumer: {**claim_body(roots[0], {}), "allocations": {}, "consumer_generation": 1}
-                for consumer in batch
-            }
-            api.post("/allocations", json=emptied)  # (untimed: room again)
+            api.post("/allocations", json=emptied)  # (untimed)
     return f"{10_000 / spent:,.0f} consumers/s"
 
 
