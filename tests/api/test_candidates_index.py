@@ -362,3 +362,34 @@ def test_listing_filters_naming_uuids_in_other_forms_are_left_to_the_database():
     assert not provider_listing.served(ProviderFilter(forbidden_aggregates=frozenset({"X" * 32})))
     assert not provider_listing.served(ProviderFilter(name="cn1"))
     assert not provider_listing.served(ProviderFilter(uuid=canonical))
+
+
+def test_a_provider_deleted_and_made_again_with_its_uuid_is_found_again(api):
+    """Issue 37: a compute node's provider deleted and created again with the same
+    uuid (nova keeps it on the host). The index held it by uuid alone: the new row
+    vanished from `in_tree`, and deleting it again failed every search after."""
+    client = api("1.39")
+    root, one, two = (str(uuidlib.UUID(int=i)) for i in (11, 12, 13))
+
+    def make(uuid: str, parent: str | None) -> None:
+        body = {"name": uuid[-2:], "uuid": uuid, "parent_provider_uuid": parent}
+        assert client.simulate_post("/resource_providers", json=body).status_code == 200
+        cpu = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
+        resp = client.simulate_put(f"/resource_providers/{uuid}/inventories", json=cpu)
+        assert resp.status_code == 200, resp.text
+
+    def count(query: str) -> int:
+        resp = client.simulate_get(f"/allocation_candidates?resources=VCPU:2{query}")
+        assert resp.status_code == 200, resp.text
+        return len(resp.json["allocation_requests"])
+
+    make(root, None)
+    make(one, root)
+    make(two, root)
+    assert count("") == 3
+    assert client.simulate_delete(f"/resource_providers/{one}").status_code == 204
+    make(one, root)
+    assert [count(""), count(f"&in_tree={one}"), count(f"&in_tree={root}")] == [3, 3, 3]
+    assert client.simulate_delete(f"/resource_providers/{one}").status_code == 204
+    assert [count(""), count(f"&in_tree={two}"), count(f"&in_tree={root}")] == [2, 2, 2]
+    assert count(f"&in_tree={one}") == 0

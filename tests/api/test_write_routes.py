@@ -137,10 +137,19 @@ def _books(index: Index) -> dict:
 
     return {
         "rows": dict(index.rows),
+        "by_uuid": dict(index.by_uuid),
+        "root_of": dict(index.root_of),
+        "roots": sorted(index.roots),
+        "sorted_roots": index.sorted_roots(),
+        "trees": plain(index.trees),
         "inventories": plain(index.inventories),
         "used": plain(index.used),
+        "by_class": plain(index.by_class),
+        "stock_lists": {rc: index.stock_list(rc) for rc in sorted(plain(index.by_class))},
         "traits": plain(index.traits),
+        "holders": plain(index.holders),
         "aggregates": plain(index.aggregates),
+        "members": plain(index.members),
         "classes": dict(index.class_names),
         "traits_named": dict(index.trait_names),
     }
@@ -167,6 +176,89 @@ def test_another_workers_index_sees_every_write(engine, clients):
         with other.held(engine):
             pass
         assert _books(other) == _books(_fresh(engine)), (method, path)
+
+
+# Providers deleted and created again (a compute service deleted and started
+# again keeps its provider's uuid), each sequence seen by another worker step by
+# step and all at once (the delete and the create in one catch-up).
+ROOT, NODE, PEER, OTHER = (str(uuidlib.UUID(int=i)) for i in (401, 402, 403, 404))
+
+
+def _made(uuid: str, name: str, parent: str | None, vcpu: int = 4) -> Callable:
+    def request(c, _):  # noqa: ANN001, ANN202
+        body = {"name": name, "uuid": uuid, "parent_provider_uuid": parent}
+        resp = c.simulate_post("/resource_providers", json=body)
+        if resp.status_code >= 300:
+            return resp
+        return c.simulate_put(
+            f"/resource_providers/{uuid}/inventories",
+            json=_inventory(c, uuid, {"VCPU": {"total": vcpu}}),
+        )
+
+    return request
+
+
+def _gone(uuid: str) -> Callable:
+    return lambda c, _: c.simulate_delete(f"/resource_providers/{uuid}")
+
+
+def _moved(uuid: str, name: str, parent: str | None) -> Callable:
+    return lambda c, _: c.simulate_put(
+        f"/resource_providers/{uuid}", json={"name": name, "parent_provider_uuid": parent}
+    )
+
+
+def _shared(uuid: str) -> Callable:
+    """The provider shares through AGG (and so reaches every tree in it)."""
+
+    def request(c, _):  # noqa: ANN001, ANN202
+        gen = _generation(c, uuid)
+        body = {"resource_provider_generation": gen, "traits": ["MISC_SHARES_VIA_AGGREGATE"]}
+        c.simulate_put(f"/resource_providers/{uuid}/traits", json=body)
+        body = {"resource_provider_generation": gen + 1, "aggregates": [AGG]}
+        return c.simulate_put(f"/resource_providers/{uuid}/aggregates", json=body)
+
+    return request
+
+
+MADE_AGAIN: list[list[tuple[str, Callable]]] = [
+    [("root", _made(ROOT, "root", None)), ("node", _made(NODE, "node", ROOT)),
+     ("peer", _made(PEER, "peer", ROOT))],
+    # the same uuid, the same parent, the same inventory
+    [("delete node", _gone(NODE)), ("node again", _made(NODE, "node", ROOT))],
+    # deleted again: its id (the newest) may be handed to the next provider
+    [("delete node", _gone(NODE)), ("other", _made(OTHER, "other", ROOT)),
+     ("node again", _made(NODE, "node", ROOT, vcpu=8))],
+    # the same name on another uuid, and the old uuid with another name
+    [("delete other", _gone(OTHER)), ("its name", _made(PEER[:-1] + "9", "other", ROOT)),
+     ("delete it", _gone(PEER[:-1] + "9")), ("other again", _made(OTHER, "renamed", ROOT))],
+    # a re-parent in between: made again under another parent, then as a root
+    [("delete node", _gone(NODE)), ("peer moves", _moved(PEER, "peer", OTHER)),
+     ("node under peer", _made(NODE, "node", PEER)), ("delete node", _gone(NODE)),
+     ("node a root", _made(NODE, "node", None)), ("peer back", _moved(PEER, "peer", ROOT))],
+    # a root made again as a child, a sharing provider made again in another tree
+    [("share", _shared(NODE)), ("delete node", _gone(NODE)),
+     ("node a child", _made(NODE, "node", OTHER)), ("share", _shared(NODE)),
+     ("delete node", _gone(NODE)), ("delete other", _gone(OTHER)),
+     ("other again", _made(OTHER, "other", PEER)), ("node again", _made(NODE, "node", None))],
+]  # fmt: skip
+
+
+def test_another_workers_index_sees_a_provider_made_again(engine, clients):
+    """Each step and each whole sequence caught up leave the index equal to one
+    loaded fresh: a provider is its row, not its uuid."""
+    client, old = clients
+    stepwise, at_once = _fresh(engine), _fresh(engine)
+    for sequence in MADE_AGAIN:
+        for label, request in sequence:
+            resp = request(client, old)
+            assert resp.status_code < 300, (label, resp.status_code, resp.text)
+            with stepwise.held(engine):
+                pass
+            assert _books(stepwise) == _books(_fresh(engine)), label
+        with at_once.held(engine):
+            pass
+        assert _books(at_once) == _books(_fresh(engine)), [label for label, _ in sequence]
 
 
 @pytest.fixture

@@ -232,9 +232,13 @@ class Index:
         return found
 
     def _drop(self, rp: int) -> None:
+        """Forget provider row `rp` and everything held of it. Its uuid stays
+        when it already names another row (made again since: a uuid is a name,
+        the id is the provider)."""
         row = self.rows.pop(rp, None)
         if row is not None:
-            del self.by_uuid[row[0]]
+            if self.by_uuid.get(row[0]) == rp:
+                del self.by_uuid[row[0]]
             del self.root_of[rp]
             self.roots.discard(rp)
             self._sorted_roots = None
@@ -257,31 +261,35 @@ class Index:
     def _load(self, conn: sa.Connection, ids: list[int] | None) -> None:
         """Read the given providers (None: all) into the index, changing only what
         differs from what it holds (the kept lists of a class are patched only where
-        a provider's stock row changed)."""
+        a provider's stock row changed).
+
+        A provider is its row id: every row that went (deleted) or is no longer
+        the one held (its uuid, parent or root changed: SQLite hands a deleted
+        row's id to the next provider) is dropped before any is entered, so a uuid
+        deleted and made again in one catch-up (a new id) names the new row only,
+        whatever order the rows come in."""
         read = _Read(conn, ids, self.class_names)
-        batch = {row[0] for row in read.providers}  # (not every row's id: a reload is a few)
+        batch = {row[0]: tuple(row[1:]) for row in read.providers}
         loaded = self.rows
+        gone = set() if ids is None else set(ids) - batch.keys()
+        gone.update(rp for rp, row in batch.items() if loaded.get(rp, row) != row)
+        for rp in sorted(gone):
+            self._drop(rp)
 
         def known(rp: int) -> bool:
             return rp in loaded or rp in batch
 
         present = []
-        for rp, uuid, parent, root in read.providers:
+        for rp, (uuid, parent, root) in batch.items():
             if not known(root) or (parent is not None and not known(parent)):
                 _left_out(uuid, f"its parent ({parent}) or root ({root}) does not exist")
                 self._drop(rp)
                 continue
-            held = loaded.get(rp)
-            if held != (uuid, parent, root):
-                if held is not None:
-                    self._drop(rp)
+            if rp not in loaded:
                 self._enter(rp, uuid, parent, root)
             self._summaries.pop(rp, None)
             self._summaries_json.pop(rp, None)
             present.append(rp)
-        if ids is not None:
-            for rp in set(ids) - batch:  # deleted
-                self._drop(rp)
         self.aggregate_ids.update(read.aggregate_ids)
         for rp in present:
             self._restock(rp, read.inventories.get(rp, {}), read.used.get(rp, {}))
