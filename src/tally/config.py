@@ -179,6 +179,13 @@ SETTINGS: tuple[Setting, ...] = (
         "`history_keep_days`); 0: no limit.",
         "TALLY_HISTORY_KEEP_ROWS",
     ),
+    Setting(
+        "history_prune_seconds",
+        60,
+        "At most one pass of the claim history's pruning per this many seconds (a pass "
+        "starts after a write request, in a thread of its own).",
+        "TALLY_HISTORY_PRUNE_SECONDS",
+    ),
     Setting("host", "127.0.0.1", "Address `tally serve` listens on.", "TALLY_HOST"),
     Setting("port", 8778, "Port `tally serve` listens on.", "TALLY_PORT"),
     Setting(

@@ -20,6 +20,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy.pool import NullPool
 
+from tally.db import forks
 from tally.db import upstream_schema as upstream
 from tally.db.errors import UnusableDatabase
 
@@ -68,13 +69,15 @@ def create(url: str | sa.URL, **options: object) -> sa.Engine:
     """sa.create_engine, with a missing driver or dialect told in one line."""
     url = parse(url)
     try:
-        return sa.create_engine(url, **options)
+        engine = sa.create_engine(url, **options)
     except (ImportError, sa.exc.NoSuchModuleError) as exc:
         module = getattr(exc, "name", None) or str(exc).rsplit(":", 1)[-1].strip(" '\"")
         hint = _DRIVER_HINTS.get(module, f"install the Python package that provides {module!r}")
         raise UnusableDatabase(
             f"cannot use {safe_url(url)}: its driver ({module}) is not installed; {hint}."
         ) from None
+    forks.track(engine)  # its connections never cross a fork
+    return engine
 
 
 def with_our_driver(url: str | sa.URL) -> sa.URL:

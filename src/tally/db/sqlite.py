@@ -48,6 +48,7 @@ def sqlite_engine(url: sa.URL) -> sa.Engine:
         cur.close()
 
     if folding is not None:
+        event.listen(engine, "engine_disposed", lambda _engine: folding.stop())
 
         @event.listens_for(engine, "commit")
         def _on_commit(conn: sa.Connection) -> None:

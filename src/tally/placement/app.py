@@ -97,7 +97,12 @@ def _resource(factory: type, service: Service) -> object:
 
 def _history_scope(settings: Settings, engine: sa.Engine) -> middleware.HistoryScope:
     """Who each request's writes are recorded for, and the history's pruning."""
-    pruner = Pruner(engine, settings.history_keep_days, settings.history_keep_rows)
+    pruner = Pruner(
+        engine,
+        settings.history_keep_days,
+        settings.history_keep_rows,
+        every=settings.history_prune_seconds,
+    )
     return middleware.HistoryScope(settings.history, pruner)
 
 

@@ -19,8 +19,14 @@ BOOT_FAILED = 3  # exit code of a worker that could not build its app (as gunico
 class Master:
     """Forks the workers, keeps their number, stops them on SIGTERM/SIGINT."""
 
-    def __init__(self, run_worker: Callable[[int], None], workers: int) -> None:
-        self.run_worker, self.workers = run_worker, workers
+    def __init__(
+        self,
+        run_worker: Callable[[int], None],
+        workers: int,
+        before_fork: Callable[[], None] = lambda: None,
+    ) -> None:
+        """`before_fork` runs before each fork; its exception stops the master."""
+        self.run_worker, self.workers, self.before_fork = run_worker, workers, before_fork
         self.children: set[int] = set()
         self.stopping = False
 
@@ -40,6 +46,7 @@ class Master:
         self.stopping = True
 
     def _spawn(self) -> None:
+        self.before_fork()
         pid = os.fork()
         if pid == 0:
             code = 0

@@ -39,6 +39,7 @@ from waitress.task import ErrorTask, ThreadedTaskDispatcher, WSGITask
 from waitress.utilities import BadRequest, RequestEntityTooLarge
 
 from tally import memory
+from tally.db import forks
 from tally.placement.error_responses import server_error_document
 from tally.serve import admission, io_loop, prefork
 from tally.serve.framing import ambiguous_framing
@@ -406,7 +407,16 @@ def serve(
     if workers <= 1:
         _run_worker(sock, build, limits, master_pid=None)
         return
-    prefork.Master(lambda master_pid: _run_worker(sock, build, limits, master_pid), workers).run()
+    try:
+        forks.before_fork()
+    except forks.ForkUnsafe as exc:
+        log.error("%s", exc)
+        raise SystemExit(1) from None
+    prefork.Master(
+        lambda master_pid: _run_worker(sock, build, limits, master_pid),
+        workers,
+        before_fork=forks.before_fork,
+    ).run()
 
 
 def _raise_open_files(wanted: int) -> None:
