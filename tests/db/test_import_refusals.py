@@ -189,3 +189,47 @@ def test_repair_leaves_what_it_cannot_fix_refused(upstream_file, new_database):
     with pytest.raises(TransferError, match="a capacity past what the ledger counts"):
         move.import_from(upstream_file, target, prepare_database, quiet, repair=True)
     assert _providers(target) == 0
+
+
+def _parent(child: str, parent: str) -> str:
+    """SQL making `parent` the parent of `child` (its root left as it is)."""
+    return (
+        "UPDATE resource_providers SET parent_provider_id = (SELECT id FROM resource_providers "
+        f"WHERE uuid = '{books.uid(parent)}') WHERE uuid = '{books.uid(child)}'"
+    )
+
+
+LOOP = "providers that are each other's parent (a parent loop)"
+# a loop -> the providers it names; every root agrees with its parent's
+LOOPS = {
+    "its own parent": (_parent("cn3", "cn3"), ["cn3"]),
+    "two": (_parent("cn1", "cn1-numa0"), ["cn1", "cn1-numa0"]),
+    "three": (_parent("cn1", "cn1-pf0"), ["cn1", "cn1-numa0", "cn1-pf0"]),
+}
+
+
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_parent_loop_stops_the_import_and_repair(loop, upstream_file, new_database):
+    sql, named = LOOPS[loop]
+    _corrupt(upstream_file, sql)
+    target = new_database("imported")
+    for dry_run, repair in ((True, False), (False, False), (True, True), (False, True)):
+        with pytest.raises(TransferError) as refused:
+            move.import_from(upstream_file, target, prepare_database, quiet, dry_run, repair)
+        (line,) = [line for line in str(refused.value).splitlines() if LOOP in line]
+        assert all(books.uid(name) in line for name in named), line
+        assert "Traceback" not in str(refused.value)
+    assert _target_providers(target) == 0
+
+
+@SQLITE_ONLY
+@pytest.mark.parametrize("loop", LOOPS)
+def test_db_check_finds_a_parent_loop(loop, populated):
+    sql, named = LOOPS[loop]
+    url = url_of(populated)
+    assert move.check_books(url) == []
+    with populated.begin() as conn:
+        conn.exec_driver_sql(sql)
+    faults = move.check_books(url)
+    assert [fault.kind for fault in faults] == [LOOP]
+    assert all(books.uid(name) in faults[0].line() for name in named)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from tally.books.transfer import Books
+from tally.db import tree_rules
 from tally.db.row_rules import inventory_fault, whole_in
 from tally.db.schema import resource_providers
 
@@ -169,6 +170,10 @@ def _provider_faults(providers: dict[int, dict]) -> Iterator[tuple[str, str]]:
             yield "a provider without a parent whose root is another", where
         elif parent in providers and providers[parent].get("root_provider_id") != root:
             yield "a provider whose root is not its parent's", where
+    parents = {rp["id"]: rp.get("parent_provider_id") for rp in providers.values()}
+    for loop in tree_rules.loops(parents):
+        named = " -> ".join(f"{rp} {providers[rp]['uuid']!r}" for rp in loop)
+        yield "providers that are each other's parent (a parent loop)", f"provider ids {named}"
 
 
 def _inventory_faults(

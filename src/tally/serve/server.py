@@ -20,12 +20,14 @@ before any app code runs.
 from __future__ import annotations
 
 import dataclasses
+import faulthandler
 import json
 import logging
 import os
 import resource
 import signal
 import socket
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterable
@@ -427,7 +429,17 @@ def _raise_open_files(wanted: int) -> None:
 
 
 def _stop(signum: int, frame: object) -> None:
+    """Leave the serving loop: the request threads get what is left of the grace to
+    finish. Past it the process ends whatever a thread still does or holds (a walk
+    that never ends, a lock its teardown waits for): faulthandler's own thread, which
+    needs no Python lock, writes every thread's stack to stderr and exits."""
+    if not _stopping.is_set():
+        _stopping.set()
+        faulthandler.dump_traceback_later(max(prefork.GRACE_SECONDS - 1, 1), exit=True)
     raise SystemExit(0)
+
+
+_stopping = threading.Event()  # a second signal does not push the deadline back
 
 
 def _run_worker(

@@ -13,6 +13,7 @@ single error handler turns any of them into Placement's error body.
     |   +-- InventoryInUse              placement.inventory.inuse
     |   +-- ProviderInUse               placement.resource_provider.inuse
     |   +-- CannotDeleteParent          placement.resource_provider.cannot_delete_parent
+    |   +-- ParentLoopFound             a stored tree whose parents come round
     +-- PayloadTooLarge (413)
     +-- UriTooLong (414)
     +-- UnsupportedMediaType (415)
@@ -84,6 +85,19 @@ class ProviderInUse(Conflict):
 
 class CannotDeleteParent(Conflict):
     code = codes.PROVIDER_CANNOT_DELETE_PARENT
+
+
+class ParentLoopFound(Conflict):
+    """A walk over a stored tree met a parent loop (written behind the API's back):
+    the request stops and names the providers, instead of walking for ever."""
+
+    def __init__(self, uuids: list[str]) -> None:
+        super().__init__(
+            f"The provider tree holds a parent loop: {', '.join(uuids)} are each other's "
+            "ancestors. Correct their parent_provider_id in the database (`tally db check` "
+            "lists every fault)."
+        )
+        self.uuids = uuids
 
 
 class PayloadTooLarge(TallyError):

@@ -18,7 +18,7 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from tally.db import journal
+from tally.db import journal, tree_rules
 from tally.db import schema as t
 from tally.db.engine import is_sqlite
 from tally.db.retry import retrying, run_retrying
@@ -40,6 +40,7 @@ from tally.placement.ledger.errors import (
     ConcurrentUpdate,
     DuplicateName,
     NotFound,
+    ParentLoopFound,
     ProviderInUse,
 )
 from tally.placement.ledger.provider_filters import ProviderFilter, filter_conditions
@@ -393,7 +394,7 @@ def _parent_row(conn: sa.Connection, parent_uuid: str, failed: str) -> sa.Row:
 def _subtree_ids(conn: sa.Connection, row: sa.Row) -> list[int]:
     """Ids of `row` and all its descendants. The whole tree is locked first and
     read after, so a child created meanwhile is either seen or waits for us."""
-    query = sa.select(_rp.c.id, _rp.c.parent_provider_id).where(
+    query = sa.select(_rp.c.id, _rp.c.parent_provider_id, _rp.c.uuid).where(
         _rp.c.root_provider_id == row.root_provider_id
     )
     if not is_sqlite(conn):
@@ -403,12 +404,21 @@ def _subtree_ids(conn: sa.Connection, row: sa.Row) -> list[int]:
     for member in tree:
         if member.parent_provider_id is not None:
             children.setdefault(member.parent_provider_id, []).append(member.id)
-    found, todo = [], [row.id]
+    found, todo = {row.id: None}, list(children.get(row.id, []))
     while todo:
         current = todo.pop()
-        found.append(current)
+        if current in found:  # met again going down: the parents come round
+            _refuse_loop(tree)
+        found[current] = None
         todo.extend(children.get(current, []))
-    return found
+    return list(found)
+
+
+def _refuse_loop(tree: list[sa.Row]) -> None:
+    """ParentLoopFound naming the providers of the tree's parent loop(s)."""
+    uuids = {member.id: member.uuid for member in tree}
+    found = tree_rules.loops({member.id: member.parent_provider_id for member in tree})
+    raise ParentLoopFound([uuids[rp] for loop in found for rp in loop])
 
 
 def _name_taken(conn: sa.Connection, name: str) -> bool:

@@ -14,10 +14,12 @@ import math
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 
+from tally.db import tree_rules
 from tally.placement.ledger.candidates import groups as g
 from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.snapshot import Alloc, Candidate, Part, Stock, room
 from tally.placement.ledger.candidates.view import View
+from tally.placement.ledger.errors import ParentLoopFound
 
 FEW_COMBINATIONS = 64  # per anchor: test every combination of parts, not walk them
 
@@ -225,10 +227,12 @@ class Combiner:
         return True
 
     def _ancestors(self, rp: int) -> frozenset[int]:
+        """`rp` and its ancestors; ParentLoopFound where the stored parents come round."""
         if rp not in self.ancestors:
-            line, node = [], rp
-            while node is not None:
-                line.append(node)
-                node = self.rows[node][1]
+            rows = self.rows
+            try:
+                line = tree_rules.walk_up(rp, lambda node: rows[node][1])
+            except tree_rules.ParentLoop as loop:
+                raise ParentLoopFound([rows[node][0] for node in loop.loop]) from None
             self.ancestors[rp] = frozenset(line)
         return self.ancestors[rp]
