@@ -11,6 +11,7 @@ JSON 400, and the connection is closed."""
 from __future__ import annotations
 
 import json
+import re
 import socket
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -114,3 +115,28 @@ def test_waitress_is_pinned_to_the_major_version_the_edge_was_written_for():
     wanted = [d for d in project["project"]["dependencies"] if d.startswith("waitress")]
     assert wanted == ["waitress>=3.0,<4"]
     assert version("waitress").split(".")[0] == "3"
+
+
+OLD_VERSIONS = {
+    "HTTP/1.0, kept alive": b"POST /resource_providers HTTP/1.0\r\nConnection: keep-alive\r\n",
+    "HTTP/1.0": b"POST /resource_providers HTTP/1.0\r\n",
+    "no version": b"POST /resource_providers\r\n",
+}
+
+
+@pytest.mark.parametrize("version", OLD_VERSIONS)
+def test_transfer_encoding_outside_http_1_1_is_refused_and_nothing_after_it_runs(server, version):
+    """Chunked is HTTP/1.1's: waitress reads an older request's Transfer-Encoding as
+    nothing, the request as bodiless, and what a proxy sent as its body as the next
+    request. RFC 9112 section 6.1 calls such framing faulty: refused, then closed."""
+    host, port, seen = server
+    seen.clear()
+    sent = OLD_VERSIONS[version] + b"Host: x\r\nTransfer-Encoding: chunked\r\n\r\n" + HIDDEN
+    answer = _exchange(host, port, sent)
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.split(b" ")[1] == b"400", answer
+    assert len(re.findall(rb"HTTP/1\.[01] \d{3} ", answer)) == 1  # one answer
+    assert b"connection: close" in head.lower()
+    error = json.loads(body)["errors"][0]
+    assert error["status"] == 400 and "Transfer-Encoding" in error["detail"]
+    assert seen == []

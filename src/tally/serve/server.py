@@ -148,8 +148,8 @@ class _Parser(HTTPRequestParser):
 
     def parse_header(self, header_plus: bytes) -> None:
         """Called once, with the request line and headers read whole."""
-        fields = header_plus.split(b"\r\n")[1:]
-        ambiguous = ambiguous_framing(fields)
+        line, *fields = header_plus.split(b"\r\n")
+        ambiguous = ambiguous_framing(line, fields)
         if ambiguous:  # refused before waitress reads a byte of any body by it
             try:  # the request line alone: the answer's HTTP version
                 super().parse_header(header_plus.split(b"\r\n", 1)[0] + b"\r\n")
