@@ -44,7 +44,7 @@ from tally import memory
 from tally.db import forks
 from tally.placement.error_responses import server_error_document
 from tally.serve import admission, io_loop, prefork
-from tally.serve.framing import ambiguous_framing
+from tally.serve.framing import ChunkedBody, Refusal, ambiguous_framing
 
 log = logging.getLogger("tally.serving")
 request_log = logging.getLogger("tally.requestlog")
@@ -65,6 +65,8 @@ class Limits:
     header_field: int = 8190  # bytes of one header line; longer: 431
     header_block: int = 65536  # request line and headers together; more: 431
     body: int = 1048576  # bytes after de-chunking; more: 413
+    chunk_line: int = 256  # bytes of a chunk-size line with its extensions; longer: 400
+    trailer: int = 8192  # bytes of a chunked body's trailer fields; more: 431
     read_seconds: float = 30.0  # the whole request within this of its first byte: 408
     idle_seconds: float = 60.0  # a kept-alive connection waiting this long is closed
     connections: int = 2000  # open connections per process; beyond, the longest waiting goes
@@ -72,23 +74,19 @@ class Limits:
     bodies: int = 128 << 20  # request body bytes held at once per process; beyond: 503
 
 
-class _Refusal(BadRequest):
-    """A limit of ours (waitress's own errors say less): `body` is the detail."""
-
-
-class RequestLineTooLong(_Refusal):
+class RequestLineTooLong(Refusal):
     code, reason = 414, "Request-URI Too Long"
 
 
-class TooManyHeaders(_Refusal):
+class TooManyHeaders(Refusal):
     code, reason = 431, "Request Header Fields Too Large"
 
 
-class RequestTimeout(_Refusal):
+class RequestTimeout(Refusal):
     code, reason = 408, "Request Timeout"
 
 
-class TooManyBodies(_Refusal):
+class TooManyBodies(Refusal):
     code, reason = 503, "Service Unavailable"
 
 
@@ -96,8 +94,9 @@ class TooManyBodies(_Refusal):
 
 
 class _Parser(HTTPRequestParser):
-    """waitress's parser, with the request line and header field limits it lacks, and
-    the time the request's first byte came (for the read deadline)."""
+    """waitress's parser, with the request line, header field and chunk framing
+    limits it lacks, and the time the request's first byte came (for the read
+    deadline)."""
 
     line_ok = False
     line = b""  # the request line, once it was read whole
@@ -159,6 +158,8 @@ class _Parser(HTTPRequestParser):
             return
         super().parse_header(header_plus)
         limits: Limits = self.adj.tally_limits
+        if self.chunked:  # waitress's reader holds framing lines of any length
+            self.body_rcv = ChunkedBody(self.body_rcv.getbuf(), limits.chunk_line, limits.trailer)
         if len(fields) > limits.header_fields:
             self.fields_refusal = TooManyHeaders(
                 f"The request has more than {limits.header_fields} header fields."
@@ -190,7 +191,7 @@ class _Parser(HTTPRequestParser):
 
 def _detail(error: BadRequest, limits: Limits) -> str:
     """What a refusal says: ours as raised, waitress's own reworded."""
-    if isinstance(error, _Refusal):
+    if isinstance(error, Refusal):
         return error.body
     if error.code == 431:
         return f"The request line and headers are larger than {limits.header_block} bytes."
