@@ -130,12 +130,9 @@ def keystone() -> Iterator[str]:
     server.server_close()
 
 
-@pytest.fixture
-def placement(keystone, sqlite_engine, tmp_path) -> falcon.testing.TestClient:
-    """Tally as served (create_server) with an operator's placement.conf."""
-    conf = tmp_path / "placement.conf"
-    conf.write_text(
-        "[api]\nauth_strategy = keystone\n"
+def authtoken_section(keystone: str) -> str:
+    """An operator's `[keystone_authtoken]` for the Keystone at `keystone`."""
+    return (
         "[keystone_authtoken]\n"
         f"www_authenticate_uri = {keystone}/v3\n"
         f"auth_url = {keystone}/v3\n"
@@ -146,7 +143,19 @@ def placement(keystone, sqlite_engine, tmp_path) -> falcon.testing.TestClient:
         "user_domain_name = Default\n"
         "project_domain_name = Default\n"
         "region_name = RegionOne\n"
+        "http_request_max_retries = 0\n"
     )
+
+
+@pytest.fixture
+def placement(keystone, sqlite_engine, tmp_path) -> falcon.testing.TestClient:
+    """Tally as served (create_server) with an operator's placement.conf."""
+    return served(sqlite_engine, tmp_path, keystone)
+
+
+def served(sqlite_engine, tmp_path, keystone: str) -> falcon.testing.TestClient:  # noqa: ANN001
+    conf = tmp_path / "placement.conf"
+    conf.write_text("[api]\nauth_strategy = keystone\n" + authtoken_section(keystone))
     settings = load_settings(placement_conf=str(conf), environ={})
     assert settings.auth_strategy == "keystone"
     served = create_server(settings, sqlite_engine)
@@ -248,3 +257,53 @@ def test_no_token_or_password_in_logs(placement, caplog):
     assert '"POST /resource_providers" status: 200' in logged
     for secret in (PASSWORD, "tok-admin", "tok-reader", "tok-never-issued", "service-own-token"):
         assert secret not in logged, secret
+
+
+class BrokenKeystone(FakeKeystone):
+    """A Keystone that logs the service user in, then fails every validation."""
+
+    def do_GET(self) -> None:
+        if self.path.split("?")[0].rstrip("/") == "/v3/auth/tokens":
+            self.reply(500, {"error": {"code": 500, "title": "Internal Server Error"}})
+            return
+        super().do_GET()
+
+
+@pytest.fixture
+def broken_keystone() -> Iterator[str]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), BrokenKeystone)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_port}"
+    server.shutdown()
+    server.server_close()
+
+
+@pytest.mark.parametrize("outage", ["down", "failing"])
+def test_keystone_unreachable_is_503_with_retry_after(
+    outage, broken_keystone, sqlite_engine, tmp_path
+):
+    """As upstream's auth_token (ServiceError, ConnectFailure -> 503): a token that
+    cannot be checked is not a bad token. Nothing listens at the port of `down`."""
+    from tests.live import free_port
+
+    keystone = broken_keystone if outage == "failing" else f"http://127.0.0.1:{free_port()}"
+    client = served(sqlite_engine, tmp_path, keystone)
+    result = client.simulate_get("/resource_providers", headers={"x-auth-token": "tok-admin"})
+    assert result.status_code == 503, result.text
+    assert int(result.headers["retry-after"]) > 0
+    assert result.json == {
+        "errors": [
+            {
+                "status": 503,
+                "title": "Service Unavailable",
+                "detail": "The identity service (Keystone) could not be reached to validate "
+                "the token; retry in 5 seconds.",
+                "code": "placement.undefined_code",
+                "request_id": result.headers["openstack-request-id"],
+            }
+        ]
+    }
+    # no token at all is still 401, and the version document stays open
+    assert client.simulate_get("/resource_providers").status_code == 401
+    assert client.simulate_get("/", headers={"x-auth-token": "tok-admin"}).status_code == 200

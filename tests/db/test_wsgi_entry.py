@@ -94,3 +94,20 @@ def test_the_old_entry_name_is_the_same_application(tmp_path):
     )
     done = load(tmp_path, code)
     assert (done.returncode, done.stdout.strip()) == (0, "True"), done.stderr
+
+
+def test_keystone_without_its_configuration_fails_at_load_in_one_line(tmp_path):
+    """The line `tally serve` refuses with (tests/unit/test_serve_safety.py)."""
+    from tests.unit.test_serve_safety import keystone_refusal
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'tally.sqlite'}")
+    migrate.upgrade(engine)
+    engine.dispose()
+    for conf_text in (None, "[keystone_authtoken]\nauth_type = password\n"):
+        line = keystone_refusal(tmp_path, conf_text)
+        env = {"TALLY_AUTH_STRATEGY": "keystone"}
+        if conf_text is not None:
+            env["TALLY_PLACEMENT_CONF"] = str(tmp_path / "placement.conf")
+        done = load(tmp_path, SERVE_ONE, **env)
+        assert done.returncode == 1
+        assert done.stderr.splitlines()[-1] == f"tally.serve.edge.UnsafeSettings: {line}"

@@ -38,9 +38,20 @@ def test_noauth_on_a_public_address_is_refused(tmp_path):
     assert not (tmp_path / "data").exists()  # refused before touching the database
 
 
-def test_noauth_remote_when_explicitly_allowed_or_with_keystone():
+KEYSTONE_AUTHTOKEN = (
+    "[keystone_authtoken]\nauth_type = password\nauth_url = http://keystone.example/v3\n"
+    "username = placement\npassword = pw\nproject_name = service\n"
+    "user_domain_name = Default\nproject_domain_name = Default\n"
+)
+
+
+def test_noauth_remote_when_explicitly_allowed_or_with_keystone(tmp_path):
+    conf = tmp_path / "placement.conf"
+    conf.write_text(KEYSTONE_AUTHTOKEN)
     refuse_unsafe_bind(Settings.of(host="0.0.0.0", noauth_allow_remote=True))
-    refuse_unsafe_bind(Settings.of(host="0.0.0.0", auth_strategy="keystone"))
+    refuse_unsafe_bind(
+        Settings.of(host="0.0.0.0", auth_strategy="keystone", placement_conf=str(conf))
+    )
     refuse_unsafe_bind(Settings.of(host="127.0.0.1"))
     with pytest.raises(click.ClickException):
         refuse_unsafe_bind(Settings.of(host="10.1.2.3"))
@@ -116,3 +127,45 @@ def test_a_public_bind_serves_no_lab_identity(sqlite_engine):
     for path in ("/identity/v3", "/compute/v2.1"):  # Placement's own 404: no such route
         assert client.simulate_get(path, headers=admin).status_code == 404, path
     assert client.simulate_get("/resource_providers", headers=admin).status_code == 200
+
+
+def keystone_refusal(tmp_path, conf_text: str | None) -> str:
+    """The line `auth_strategy = keystone` is refused with, given this placement.conf."""
+    conf = tmp_path / "placement.conf"
+    if conf_text is None:
+        return (
+            "auth_strategy = keystone needs an upstream placement.conf (setting "
+            "placement_conf, TALLY_PLACEMENT_CONF) whose [keystone_authtoken] section "
+            "configures auth_token: none is set, so no token could be validated."
+        )
+    conf.write_text(conf_text)
+    if "auth_type" not in conf_text:
+        return (
+            f"auth_strategy = keystone: [keystone_authtoken] of {conf} sets no auth_type "
+            "(nor auth_url, username, password): auth_token could not validate any token."
+        )
+    return (
+        f"auth_strategy = keystone: [keystone_authtoken] of {conf} does not configure "
+        "auth_token: Auth plugin requires parameters which were not given: auth_url"
+    )
+
+
+KEYSTONE_CONFS = {
+    "no placement.conf": None,
+    "no section": "[api]\nauth_strategy = keystone\n",
+    "no auth_type": "[keystone_authtoken]\nwww_authenticate_uri = http://k/v3\n",
+    "no auth_url": "[keystone_authtoken]\nauth_type = password\nusername = placement\n",
+}
+
+
+@pytest.mark.parametrize("conf_text", KEYSTONE_CONFS.values(), ids=KEYSTONE_CONFS)
+def test_keystone_without_its_configuration_is_refused_in_one_line(tmp_path, conf_text):
+    """It started and answered 500 to every request (auth_token had no auth plugin)."""
+    line = keystone_refusal(tmp_path, conf_text)
+    env = {"TALLY_DATA_DIR": str(tmp_path / "data"), "TALLY_AUTH_STRATEGY": "keystone"}
+    if conf_text is not None:
+        env["TALLY_PLACEMENT_CONF"] = str(tmp_path / "placement.conf")
+    result = CliRunner().invoke(cli, ["serve", "--port", "18999"], env=env)
+    assert result.exit_code == 1
+    assert result.output == f"Error: refusing to serve: {line}\n"
+    assert not (tmp_path / "data").exists()  # refused before touching the database

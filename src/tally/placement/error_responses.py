@@ -15,7 +15,8 @@ from tally.db.retry import unavailable
 from tally.placement import errors as codes
 from tally.placement.ledger.errors import TallyError
 
-RETRY_AFTER_SECONDS = 5  # what a 503 for an unreachable database asks clients to wait
+RETRY_AFTER_SECONDS = 5  # what a 503 for an unreachable database or Keystone asks to wait
+RESPONSE_HEADERS = frozenset({"allow", "retry-after"})  # a TallyError's extras sent as headers
 
 
 def error_document(
@@ -105,7 +106,7 @@ def handle_tally_error(
     req: falcon.Request, resp: falcon.Response, exc: TallyError, params: dict
 ) -> None:
     req.context.error = exc  # for the request's metrics (tally.serve.metrics)
-    headers = {k: v for k, v in exc.extra.items() if k in {"allow"}}
+    headers = {k: v for k, v in exc.extra.items() if k in RESPONSE_HEADERS}
     body_extra = {k: v for k, v in exc.extra.items() if k not in headers}
     resp.status = exc.status
     for name, value in headers.items():

@@ -18,12 +18,14 @@ import falcon
 from tally import counts
 from tally.placement import microversion, policy
 from tally.placement.context import Identity
+from tally.placement.error_responses import RETRY_AFTER_SECONDS
 from tally.placement.ledger import history_records as history
 from tally.placement.ledger.errors import (
     BadRequest,
     MethodNotAllowed,
     NotAcceptable,
     PayloadTooLarge,
+    ServiceUnavailable,
     Unauthorized,
     UriTooLong,
 )
@@ -32,6 +34,9 @@ from tally.placement.schemas import domain
 request_log = logging.getLogger("tally.requestlog")
 
 UNAUTHENTICATED_PATHS = frozenset({"/", ""})
+# The environ key where the edge (tally.serve.keystone) says why the identity service
+# could not validate the request's token: a 503, not the caller's fault.
+KEYSTONE_UNREACHABLE = "tally.keystone_unreachable"
 # What oslo.middleware's request_id accepts as a caller's global request id.
 GLOBAL_REQUEST_ID = re.compile(
     r"^req-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$"
@@ -180,11 +185,18 @@ class KeystoneIdentity:
     """Identity from the headers keystonemiddleware's auth_token sets (it strips any
     the client sent). auth_token runs with `delay_auth_decision`, so the version
     document stays open and this decides; a 401 from here still gets auth_token's
-    `www-authenticate` header."""
+    `www-authenticate` header. A token Keystone could not be asked about (the edge
+    sets KEYSTONE_UNREACHABLE) is 503 with `retry-after`, as upstream answers."""
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         if req.path in UNAUTHENTICATED_PATHS:
             return
+        if req.env.get(KEYSTONE_UNREACHABLE):
+            raise ServiceUnavailable(
+                "The identity service (Keystone) could not be reached to validate the "
+                f"token; retry in {RETRY_AFTER_SECONDS} seconds.",
+                **{"retry-after": str(RETRY_AFTER_SECONDS)},
+            )
         if req.get_header("x-identity-status") != "Confirmed":
             raise Unauthorized("The request you have made requires authentication.")
         req.context.identity = Identity(

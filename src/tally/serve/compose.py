@@ -20,7 +20,6 @@ from typing import Any
 import httpx
 import sqlalchemy as sa
 
-from tally import placement_conf as upstream_conf
 from tally.clients.inprocess import as_caller
 from tally.config import Settings
 from tally.db.engine import make_engine
@@ -73,13 +72,22 @@ def create_server(settings: Settings, engine: sa.Engine | None = None) -> Server
 
 
 def check_auth(settings: Settings) -> None:
-    """UnsafeSettings where nothing would check the identity a caller claims."""
+    """UnsafeSettings where nothing would check the identity a caller claims, or where
+    auth_token could check no token (tally.serve.keystone)."""
     if settings.auth_strategy == "lab" and not lab_enabled(settings):
         raise UnsafeSettings(
             f"auth_strategy = lab needs the lab cloud, and lab = {settings.lab} leaves it off "
             f"with this database: no lab identity would check tokens. Use auth_strategy = "
             f"keystone (or noauth on loopback), or set lab = on."
         )
+    if settings.auth_strategy == "keystone":
+        from tally.serve.keystone import auth_token_front
+
+        auth_token_front(_never_served, settings)  # built to be checked, then dropped
+
+
+def _never_served(environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
+    raise AssertionError("the app of a front built only to check the settings")
 
 
 def _compose(settings: Settings, engine: sa.Engine) -> Server:
@@ -163,15 +171,13 @@ def _catalog(settings: Settings) -> list[tuple[str, str, str]]:
 
 def _edge(settings: Settings, server: Server) -> Server:
     """In front of everything: with `auth_strategy = keystone` keystonemiddleware's
-    auth_token (its options from the `[keystone_authtoken]` of `placement_conf`);
+    auth_token (tally.serve.keystone: its options from the `[keystone_authtoken]` of
+    `placement_conf`);
     otherwise the filter that drops identity headers a client sent (tally.serve.edge)."""
     if settings.auth_strategy == "keystone":
-        from keystonemiddleware import auth_token  # the [keystone] extra
+        from tally.serve.keystone import auth_token_front
 
-        conf: dict[str, Any] = {"delay_auth_decision": True}
-        if settings.placement_conf:
-            conf["oslo_config_config"] = upstream_conf.oslo_config(settings.placement_conf)
-        front: WSGIApp = auth_token.AuthProtocol(server, conf)
+        front: WSGIApp = auth_token_front(server, settings)
     else:
         keep = NOAUTH_PROTOCOL if settings.auth_strategy == "noauth" else frozenset()
         front = StripClientIdentity(server, keep)

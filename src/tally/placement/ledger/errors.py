@@ -17,6 +17,7 @@ single error handler turns any of them into Placement's error body.
     +-- PayloadTooLarge (413)
     +-- UriTooLong (414)
     +-- UnsupportedMediaType (415)
+    +-- ServiceUnavailable (503)         with `retry-after` in `extra`
 """
 
 from __future__ import annotations
@@ -110,3 +111,7 @@ class UriTooLong(TallyError):
 
 class UnsupportedMediaType(TallyError):
     status, title = 415, "Unsupported Media Type"
+
+
+class ServiceUnavailable(TallyError):
+    status, title = 503, "Service Unavailable"
