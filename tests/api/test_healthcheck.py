@@ -94,3 +94,33 @@ def test_other_methods_and_paths(up):
 )
 def test_who_is_an_admin(sqlite_engine, strategy, headers, admin):
     assert Healthcheck(sqlite_engine, strategy).is_admin(headers) is bool(admin)
+
+
+def test_a_damaged_database_is_503_though_select_1_answers(sqlite_engine):
+    """SQLite answers `SELECT 1` on a file whose pages are garbage; the errors the
+    requests met are what the load balancer must hear about."""
+    client = falcon.testing.TestClient(create_server(Settings.of(lab="off"), sqlite_engine))
+    headers = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
+    for n in range(200):
+        made = client.simulate_post(
+            "/resource_providers", json={"name": f"rp-{n:03d}-{'x' * 150}"}, headers=headers
+        )
+        assert made.status_code == 200
+    with sqlite_engine.connect() as conn:
+        page = conn.exec_driver_sql("PRAGMA page_size").scalar()
+        root = conn.exec_driver_sql(
+            "SELECT rootpage FROM sqlite_master WHERE name = 'resource_providers'"
+        ).scalar()
+    sqlite_engine.dispose()  # everything folded into the file, nothing cached
+    with open(sqlite_engine.url.database, "r+b") as damaged:  # one table's root page
+        damaged.seek((root - 1) * page)
+        damaged.write(b"\xa5" * page)
+    write = client.simulate_post("/resource_providers", json={"name": "one more"}, headers=headers)
+    assert write.status_code >= 500
+    result = client.simulate_get(
+        "/healthcheck", headers={"accept": "application/json", "x-auth-token": "admin"}
+    )
+    assert result.status_code == 503
+    [reason] = result.json["reasons"]
+    assert reason["reason"] == "database damaged"
+    assert "malformed" in reason["details"]

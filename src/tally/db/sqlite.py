@@ -11,7 +11,7 @@ from pathlib import Path
 import sqlalchemy as sa
 from sqlalchemy import event
 
-from tally.db import probe, wal_checkpoint, writer_queue
+from tally.db import damage, probe, wal_checkpoint, writer_queue
 from tally.db.transaction import WRITE, refuse_writes_in_reads
 
 BUSY_TIMEOUT_SECONDS = 30
@@ -61,4 +61,5 @@ def sqlite_engine(url: sa.URL) -> sa.Engine:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
 
     writer_queue.install(engine, path)
+    damage.watch(engine)
     return engine

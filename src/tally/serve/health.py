@@ -23,7 +23,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tally.db import probe
+from tally.db import damage, probe
 from tally.db.cluster import cluster_state
 from tally.db.engine import ping
 
@@ -88,6 +88,9 @@ class Healthcheck:
             return False, "database unavailable", f"{backend}: {why}"
         if unready:
             return False, "database node unready", f"{backend}: {unready}"
+        damaged = damage.recent(self.engine)
+        if damaged:
+            return False, "database damaged", f"{backend}: {damaged}"
         return True, "OK", f"{backend} answered SELECT 1 in {took:.1f} ms"
 
     def json_body(self, reason: str, details: str, detailed: bool) -> str:
