@@ -52,6 +52,7 @@ from scale_cloud import ADMIN, SHAPES, Cloud  # noqa: E402
 
 from tally.config import Settings  # noqa: E402
 from tally.db import journal  # noqa: E402
+from tally.db import schema as t  # noqa: E402
 from tally.db.engine import make_engine  # noqa: E402
 from tally.placement.app import create_app  # noqa: E402
 from tally.placement.ledger.bootstrap import prepare_database  # noqa: E402
@@ -60,6 +61,7 @@ from tally.placement.ledger.candidates.index import Index, rss_mb, shared  # noq
 INDEX_MB = 8192
 UPSTREAM_VENV = Path("/tmp/perf-venv")
 UPSTREAM_WORKERS = 4  # gunicorn's, as `tally serve --workers 4` (one serves a search alone)
+CLAIMED = {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1}  # what each served claim takes
 TALLY = str(Path(sys.executable).parent / "tally")  # (this venv's, on PATH or not)
 
 
@@ -299,7 +301,9 @@ def running(command: list[str], env: dict[str, str], url: str, wait: float) -> I
 
 
 def served_claims(url: str, roots: list[str], workers: int, threads: int) -> None:
-    """`tally serve --workers N` over the database: 1,000 spread claims from client threads."""
+    """`tally serve --workers N` over the database: 1,000 spread claims from client
+    threads; after the server stopped (SIGTERM), the database read alone holds every
+    acknowledged claim where it was made and nothing of a refused one."""
     port = free_port()
     env = {
         "TALLY_DATABASE_URL": url,
@@ -311,33 +315,62 @@ def served_claims(url: str, roots: list[str], workers: int, threads: int) -> Non
     base = f"http://127.0.0.1:{port}"
     with running(command, env, base + "/", wait=120):
         made, failures, seconds = claims_over_http(base, roots[:1000], threads)
-        say(
-            f"# tally serve --workers {workers}, {threads} client threads: "
-            f"{len(made) / seconds:.0f} claims/s ({len(failures)} failed"
-            + (f", e.g. {failures[0]}" if failures else "")
-            + ")"
-        )
-        release_over_http(base, made)
+    found, lost = stored_claims(url, made, failures)
+    say(
+        f"# tally serve --workers {workers}, {threads} client threads: "
+        f"{len(made) / seconds:.0f} claims/s ({len(failures)} failed"
+        + (f", e.g. {next(iter(failures.values()))}" if failures else "")
+        + f"); after SIGTERM the database holds {found:,} of {len(made):,} acknowledged"
+        + (f", LOST OR WRONG: {lost[:3]}" if lost else "")
+    )
+    with running(command, env, base + "/", wait=120):
+        release_over_http(base, list(made))
+
+
+def stored_claims(url: str, made: dict[str, str], refused: dict[str, str]) -> tuple[int, list[str]]:
+    """How many claims of `made` (consumer -> provider) the database holds as made,
+    and each one missing or wrong, or of `refused`, present."""
+    engine = make_engine(url)
+    rp, rc, a = t.resource_providers, t.resource_classes, t.allocations
+    query = (
+        sa.select(a.c.consumer_id, rp.c.uuid, rc.c.name, a.c.used)
+        .join(rp, rp.c.id == a.c.resource_provider_id)
+        .join(rc, rc.c.id == a.c.resource_class_id)
+        .where(a.c.consumer_id.in_(sa.bindparam("ids", expanding=True)))
+    )
+    held: dict[str, set] = {}
+    ids = [*made, *refused]
+    with engine.connect() as conn:
+        for start in range(0, len(ids), 500):
+            for consumer, provider, name, used in conn.execute(query, {"ids": ids[start:][:500]}):
+                held.setdefault(consumer, set()).add((provider, name, used))
+    engine.dispose()
+    lost = [
+        f"{consumer}: {sorted(held.get(consumer, ()))}"
+        for consumer, provider in made.items()
+        if held.get(consumer) != {(provider, name, n) for name, n in CLAIMED.items()}
+    ]
+    lost += [f"refused {consumer} stored" for consumer in refused if consumer in held]
+    return len(made) - len(lost), lost
 
 
 def claims_over_http(
     base: str, providers: list[str], threads: int
-) -> tuple[list[str], list[str], float]:
+) -> tuple[dict[str, str], dict[str, str], float]:
     """A new consumer's claim on each of `providers`, from `threads` client threads:
-    the consumers made, the failures, the seconds taken."""
-    made: list[str] = []
-    failures: list[str] = []
+    the consumers made (-> provider), the failed ones (-> why), the seconds taken."""
+    made: dict[str, str] = {}
+    failures: dict[str, str] = {}
 
     def work(share: list[str]) -> None:
         with httpx.Client(base_url=base, headers=ADMIN, timeout=60) as api:
             for provider in share:
                 consumer = str(uuidlib.uuid4())
-                body = claim_body(provider, {"VCPU": 1, "MEMORY_MB": 512, "DISK_GB": 1})
-                answer = api.put(f"/allocations/{consumer}", json=body)
+                answer = api.put(f"/allocations/{consumer}", json=claim_body(provider, CLAIMED))
                 if answer.status_code == 204:
-                    made.append(consumer)
+                    made[consumer] = provider
                 else:
-                    failures.append(f"{answer.status_code} {answer.text[:200]}")
+                    failures[consumer] = f"{answer.status_code} {answer.text[:200]}"
 
     pool = [threading.Thread(target=work, args=(providers[n::threads],)) for n in range(threads)]
     started = time.perf_counter()
@@ -448,7 +481,7 @@ def upstream(url: str, cloud: Cloud, seconds: float, target: str | None = None) 
             f"# upstream, {UPSTREAM_WORKERS} gunicorn workers, 8 client threads: "
             f"{len(made) / took:.0f} claims/s ({len(failures)} failed)"
         )
-        release_over_http(base, made)
+        release_over_http(base, list(made))
         say(
             "# upstream, burst of 10,000 consumers in POST /allocations batches of 1,000: "
             + burst_over_http(base, roots, seconds)
