@@ -15,7 +15,8 @@ from sqlalchemy import event
 
 from tally.db.transaction import transaction
 from tally.placement import app as placement_app
-from tally.placement.ledger.candidates import Index
+from tests.api.index_state import books as _books
+from tests.api.index_state import fresh as _fresh
 
 WRITES = ("PUT", "POST", "DELETE", "PATCH")
 RP, CHILD, SHARED = (str(uuidlib.UUID(int=i)) for i in (101, 102, 103))
@@ -127,39 +128,6 @@ def _write_routes() -> set[tuple[str, str]]:
 
 def test_the_story_walks_every_write_route():
     assert {(method, path) for method, path, _ in STORY} == _write_routes()
-
-
-def _books(index: Index) -> dict:
-    """What an index holds, in plain values (empty sets as missing)."""
-
-    def plain(d: dict) -> dict:
-        return {k: (sorted(v) if isinstance(v, set) else v) for k, v in d.items() if v}
-
-    return {
-        "rows": dict(index.rows),
-        "by_uuid": dict(index.by_uuid),
-        "root_of": dict(index.root_of),
-        "roots": sorted(index.roots),
-        "sorted_roots": index.sorted_roots(),
-        "trees": plain(index.trees),
-        "inventories": plain(index.inventories),
-        "used": plain(index.used),
-        "by_class": plain(index.by_class),
-        "stock_lists": {rc: index.stock_list(rc) for rc in sorted(plain(index.by_class))},
-        "traits": plain(index.traits),
-        "holders": plain(index.holders),
-        "aggregates": plain(index.aggregates),
-        "members": plain(index.members),
-        "classes": dict(index.class_names),
-        "traits_named": dict(index.trait_names),
-    }
-
-
-def _fresh(engine: sa.Engine) -> Index:
-    index = Index()
-    with index.held(engine):
-        pass
-    return index
 
 
 @pytest.fixture
