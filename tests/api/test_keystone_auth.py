@@ -304,6 +304,8 @@ def test_keystone_unreachable_is_503_with_retry_after(
             }
         ]
     }
+    page = client.simulate_get("/tally/ui/", headers={"x-auth-token": "tok-admin"})
+    assert page.status_code == 503, page.text  # the page says so too
     # no token at all is still 401, and the version document stays open
     assert client.simulate_get("/resource_providers").status_code == 401
     assert client.simulate_get("/", headers={"x-auth-token": "tok-admin"}).status_code == 200

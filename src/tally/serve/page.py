@@ -57,6 +57,7 @@ class _AtApiPath:
     def __init__(self, req: falcon.Request) -> None:
         self.get_header = req.get_header
         self.context = req.context
+        self.env = req.env  # where the edge says Keystone could not be asked
 
 
 class PolicyGate:
@@ -82,6 +83,8 @@ class PolicyGate:
             raise page_errors.Unauthorized(exc.detail) from None
         except errors.Forbidden as exc:
             raise page_errors.Forbidden(exc.detail) from None
+        except errors.ServiceUnavailable as exc:
+            raise page_errors.ServiceUnavailable(exc.detail) from None
         return auth.Caller(identity.user_id, identity.project_id)
 
 

@@ -5,6 +5,8 @@ PageError
 +-- BadRequest      400: a form the page cannot use
 +-- Unauthorized    401: no valid token (the page offers its login form)
 +-- Forbidden       403: the caller may not read the page, or a cross-site form
++-- NotFound        404: a page path naming nothing the page could show
++-- ServiceUnavailable 503: who the caller is could not be asked (Keystone unreachable)
 """
 
 from __future__ import annotations
@@ -31,3 +33,11 @@ class Unauthorized(PageError):
 
 class Forbidden(PageError):
     status, title = 403, "Forbidden"
+
+
+class NotFound(PageError):
+    status, title = 404, "Not Found"
+
+
+class ServiceUnavailable(PageError):
+    status, title = 503, "Service Unavailable"
