@@ -30,7 +30,7 @@ from tally.clients.placement import PlacementClient
 from tally.config import Settings
 from tally.nova.shapes import ShapeError, parse_shape
 from tally.ui import auth, render, seams, views
-from tally.ui.errors import BadRequest, PageError
+from tally.ui.errors import BadRequest, NotFound, PageError
 
 LOG = logging.getLogger("tally.ui")
 SECURITY_HEADERS = {
@@ -98,6 +98,8 @@ class ProviderPage:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         who = self.service.gate(req)
+        if not views.is_uuid(uuid):  # any text a path can carry: Placement is not asked
+            raise NotFound(f"No resource provider with uuid {uuid!r} found.")
         view = views.provider_view(self.service.placement(), uuid, self.service.history)
         _html(resp, render.provider(view, req.root_path, who, view.history is not None))
 

@@ -30,6 +30,12 @@ HISTORY_LIMIT = 200  # events read for a provider's page
 SORTS = {"name": "name", "fullness": "fullest first"}
 MAX_PARAM = 255  # characters of one GET parameter
 _TRAIT = re.compile(r"[A-Z0-9_]+")
+_UUID = re.compile(r"[0-9a-f]{8}(-?[0-9a-f]{4}){3}-?[0-9a-f]{12}", re.ASCII | re.IGNORECASE)
+
+
+def is_uuid(text: str) -> bool:
+    """Whether `text` is spelled as a uuid (hex digits, hyphens optional)."""
+    return _UUID.fullmatch(text) is not None
 
 
 @dataclasses.dataclass(frozen=True)
