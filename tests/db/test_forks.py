@@ -5,6 +5,7 @@ about to fork workers with a connection still open refuses, naming it."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import uuid
 from pathlib import Path
@@ -78,3 +79,21 @@ def test_any_fork_stops_the_checkpoint_thread_first(tmp_path: Path):
     _write(engine)  # the next write starts it again, in the process that writes
     assert _checkpoint_threads()
     engine.dispose()
+
+
+def test_serve_refuses_to_fork_workers_while_a_connection_is_open(tmp_path: Path, caplog):
+    from tally.serve import server as serving  # noqa: PLC0415
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'tally.sqlite'}")
+    sock = serving.listen("127.0.0.1", 0)
+    handlers = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        with engine.connect(), pytest.raises(SystemExit) as stopped:
+            serving.serve(sock, lambda: None, serving.Limits(), workers=2)
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        sock.close()
+        engine.dispose()
+    assert stopped.value.code == 1
+    assert "refusing to fork workers" in caplog.text

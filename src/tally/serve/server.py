@@ -410,16 +410,16 @@ def serve(
     if workers <= 1:
         _run_worker(sock, build, limits, master_pid=None)
         return
+    master = prefork.Master(
+        lambda master_pid: _run_worker(sock, build, limits, master_pid),
+        workers,
+        before_fork=forks.before_fork,  # no database connection may cross a fork
+    )
     try:
-        forks.before_fork()
+        master.run()
     except forks.ForkUnsafe as exc:
         log.error("%s", exc)
         raise SystemExit(1) from None
-    prefork.Master(
-        lambda master_pid: _run_worker(sock, build, limits, master_pid),
-        workers,
-        before_fork=forks.before_fork,
-    ).run()
 
 
 def _raise_open_files(wanted: int) -> None:
