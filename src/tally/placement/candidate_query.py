@@ -25,8 +25,8 @@ NAMED_SUFFIXES = (1, 33)  # group suffixes may be names, not only numbers
 SAME_SUBTREE = (1, 36)  # `same_subtree`, and groups without resources
 
 _PREFIXES = "resources|required|member_of|in_tree"
-_KEY_NUMBERED = re.compile(rf"^({_PREFIXES})([1-9][0-9]*)?$")
-_KEY_NAMED = re.compile(rf"^({_PREFIXES})([a-zA-Z0-9_-]{{1,64}})?$")
+_KEY_NUMBERED = re.compile(rf"({_PREFIXES})([1-9][0-9]*)?")  # fullmatch
+_KEY_NAMED = re.compile(rf"({_PREFIXES})([a-zA-Z0-9_-]{{1,64}})?")
 
 
 def parse_query(params: dict[str, list[str]], version: tuple[int, int]) -> CandidateRequest:
@@ -102,7 +102,7 @@ def _groups(params: dict[str, list[str]], version: tuple[int, int]) -> list[Requ
     pattern = _KEY_NAMED if version >= NAMED_SUFFIXES else _KEY_NUMBERED
     by_suffix: dict[str, RequestGroup] = {}
     for key, values in params.items():
-        match = pattern.match(key)
+        match = pattern.fullmatch(key)
         if not match:
             continue
         prefix, suffix = match.group(1), match.group(2) or ""

@@ -52,7 +52,7 @@ class RequestIdAndLog:
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         req.context.request_id = f"req-{uuid.uuid4()}"
         inbound = req.get_header("x-openstack-request-id") or ""
-        req.context.global_request_id = inbound if GLOBAL_REQUEST_ID.match(inbound) else None
+        req.context.global_request_id = inbound if GLOBAL_REQUEST_ID.fullmatch(inbound) else None
         req.context.started = time.monotonic()
         req.context.version = None
 

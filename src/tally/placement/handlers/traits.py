@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import datetime as dt
-import re
 from typing import Any
 
 import falcon
 
+from tally import names
 from tally.placement.context import Service
 from tally.placement.handlers.common import (
     cache_headers,
@@ -19,10 +19,6 @@ from tally.placement.handlers.common import (
 )
 from tally.placement.ledger import traits as ledger
 from tally.placement.ledger.errors import BadRequest
-from tally.placement.schemas import traits as schemas
-
-_CUSTOM_TRAIT = re.compile(schemas.CUSTOM_TRAIT_PATTERN)
-_MAX_NAME = schemas.CUSTOM_TRAIT_NAME["maxLength"]
 
 
 def _list_filters(params: dict[str, list[str]]) -> dict[str, Any]:
@@ -92,7 +88,7 @@ class Trait:
 
     @since("1.6")
     def on_put(self, req: falcon.Request, resp: falcon.Response, name: str) -> None:
-        if len(name) > _MAX_NAME or not _CUSTOM_TRAIT.fullmatch(name):
+        if not names.is_custom_trait_name(name):
             raise BadRequest(
                 "The trait is invalid. A valid trait must be no longer than 255 characters, "
                 'start with the prefix "CUSTOM_" and use following characters: '

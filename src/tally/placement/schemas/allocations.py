@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import copy
 
+from tally import names
 from tally.placement.schemas import shapes
 from tally.placement.schemas.domain import GENERATION, MAX_INT, UUID_KEY
 from tally.placement.schemas.operation import (
@@ -36,8 +37,8 @@ CONSUMER_GENERATIONS = (1, 28)  # checked in writes, shown in answers; {} delete
 WITH_MAPPINGS = (1, 34)  # request group mappings accepted in writes (not stored)
 CONSUMER_TYPES = (1, 38)  # required in writes, shown in answers
 
-RESOURCE_CLASS = "^[A-Z0-9_]+$"
-CONSUMER_TYPE = "^[A-Z0-9_]+$"
+RESOURCE_CLASS = names.RESOURCE_CLASS_PATTERN
+CONSUMER_TYPE = names.CONSUMER_TYPE_PATTERN
 GROUP_SUFFIX = r"[a-zA-Z0-9_-]{1,64}"
 
 ID: Schema = {"type": "string", "minLength": 1, "maxLength": 255}
@@ -149,7 +150,12 @@ MAPPINGS = {
         }
     },
 }
-_CONSUMER_TYPE = {"type": "string", "pattern": CONSUMER_TYPE, "minLength": 1, "maxLength": 255}
+_CONSUMER_TYPE = {
+    "type": "string",
+    "pattern": CONSUMER_TYPE,
+    "minLength": 1,
+    "maxLength": names.MAX_NAME_LENGTH,
+}
 
 _PUT_1_0 = _list_form()
 _PUT_1_8 = _with_owner(_PUT_1_0)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tally.names import END
 from tally.placement.schemas.operation import Key, Operation, Rows, Schema, Version, always
 from tally.placement.schemas.shapes import (
     AMOUNTS,
@@ -33,7 +34,7 @@ _STRING = {"type": "string"}
 _LIMIT = {
     # A query value is always a string; the pattern is what rejects 0, -1 and 'cow'.
     "type": ["integer", "string"],
-    "pattern": "^[1-9][0-9]*$",
+    "pattern": "^[1-9][0-9]*" + END,
     "minimum": 1,
     "minLength": 1,
 }
@@ -58,7 +59,7 @@ def _grouped(suffix: str, prefixes: tuple[str, ...], *extra: str) -> dict[str, A
     return {
         "type": "object",
         "properties": properties,
-        "patternProperties": {f"^{prefix}({suffix})?$": _STRING for prefix in prefixes},
+        "patternProperties": {f"^{prefix}({suffix})?{END}": _STRING for prefix in prefixes},
         "additionalProperties": False,
     }
 

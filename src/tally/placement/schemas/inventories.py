@@ -13,13 +13,14 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from tally import names
 from tally.placement.schemas import shapes
 from tally.placement.schemas.domain import GENERATION, MAX_INT
 from tally.placement.schemas.operation import NO_CONTENT, Key, Operation, always
 from tally.placement.schemas.shapes import mapping, obj
 
 MAX_FLOAT = 3.40282e38
-RESOURCE_CLASS_PATTERN = "^[A-Z0-9_]+$"
+RESOURCE_CLASS_PATTERN = names.RESOURCE_CLASS_PATTERN
 
 
 def _count(minimum: int) -> dict[str, Any]:

@@ -3,13 +3,14 @@ schemas and answer shapes per microversion, in `OPERATIONS`."""
 
 from __future__ import annotations
 
+from tally import names
 from tally.placement.schemas.operation import NO_CONTENT, Key, Operation, Schema, always
 from tally.placement.schemas.shapes import LINKS, STR, array, obj
 
-CUSTOM_NAME_PATTERN = "^CUSTOM_[A-Z0-9_]+$"
+CUSTOM_NAME_PATTERN = names.CUSTOM_RESOURCE_CLASS_PATTERN
 BODILESS_PUT = (1, 7)  # PUT /resource_classes/{name} creates the class in its path
 
-_NAME = {"type": "string", "pattern": CUSTOM_NAME_PATTERN, "maxLength": 255}
+_NAME = {"type": "string", "pattern": CUSTOM_NAME_PATTERN, "maxLength": names.MAX_NAME_LENGTH}
 
 # POST /resource_classes, and PUT /resource_classes/{name} from 1.2 to 1.6 (a rename).
 # From 1.7 the PUT has no body; its {name} is checked against the same document.

@@ -9,6 +9,7 @@ switched by the same version constants the handlers use.
 
 from __future__ import annotations
 
+from tally.names import END
 from tally.placement.schemas.operation import Schema
 
 STR: Schema = {"type": "string"}
@@ -18,7 +19,7 @@ NULLABLE_UUID: Schema = {"type": ["string", "null"], "format": "uuid"}
 TEXT_OR_NULL: Schema = {"type": ["string", "null"]}
 INT_OR_NULL: Schema = {"type": ["integer", "null"]}
 # A path parameter is one segment: an encoded '/' (%2F) is decoded before routing.
-PATH_SEGMENT: Schema = {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}
+PATH_SEGMENT: Schema = {"type": "string", "minLength": 1, "pattern": "^[^/]+" + END}
 
 
 def obj(*optional: str, **properties: Schema) -> Schema:

@@ -3,14 +3,15 @@ request schemas and answer shapes, in `OPERATIONS`."""
 
 from __future__ import annotations
 
+from tally import names
 from tally.placement.schemas import shapes
 from tally.placement.schemas.domain import GENERATION
 from tally.placement.schemas.operation import NO_CONTENT, Key, Operation, Schema, always
 from tally.placement.schemas.shapes import STR, array, obj
 
-CUSTOM_TRAIT_PATTERN = "^CUSTOM_[A-Z0-9_]+$"
+CUSTOM_TRAIT_PATTERN = names.CUSTOM_TRAIT_PATTERN
 
-TRAIT_NAME: Schema = {"type": "string", "minLength": 1, "maxLength": 255}
+TRAIT_NAME: Schema = {"type": "string", "minLength": 1, "maxLength": names.MAX_NAME_LENGTH}
 # PUT /traits/{name} only creates custom traits.
 CUSTOM_TRAIT_NAME: Schema = {**TRAIT_NAME, "pattern": CUSTOM_TRAIT_PATTERN}
 

@@ -3,8 +3,9 @@ the query string and answer shapes per microversion, in `OPERATIONS`."""
 
 from __future__ import annotations
 
+from tally import names
 from tally.placement.schemas import shapes
-from tally.placement.schemas.allocations import CONSUMER_TYPE, CONSUMER_TYPES, ID
+from tally.placement.schemas.allocations import CONSUMER_TYPES, ID
 from tally.placement.schemas.operation import Key, Operation, Rows, Schema, Version, always
 from tally.placement.schemas.shapes import AMOUNTS, mapping, obj
 
@@ -26,7 +27,7 @@ QUERY: Rows[Schema] = (
         _query(
             consumer_type={
                 "type": "string",
-                "pattern": f"{CONSUMER_TYPE}|^all|^unknown$",
+                "pattern": names.CONSUMER_TYPE_QUERY_PATTERN,
                 "minLength": 1,
                 "maxLength": 255,
             }
