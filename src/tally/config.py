@@ -257,11 +257,19 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "candidates_answer_budget",
         250000,
-        "Most candidates (with the combinations tried on the way) one GET "
-        "/allocation_candidates may make; a request that would make more is refused 400 "
-        "naming this setting (`limit` stops the search early and stays under it); -1: no "
-        "bound.",
+        "Most work one GET /allocation_candidates may do, counted in candidates made and "
+        "combinations of providers tried on the way (whether they fit or not); a request "
+        "that would do more is refused 400 naming this setting, whatever the answer's size "
+        "(`limit` stops the search early and often stays under it); -1: no bound.",
         "TALLY_CANDIDATES_ANSWER_BUDGET",
+    ),
+    Setting(
+        "candidates_search_seconds",
+        10,
+        "Seconds one GET /allocation_candidates may search before it stops with 503 "
+        "naming this setting (the last guard, behind `candidates_answer_budget`); 0: no "
+        "deadline.",
+        "TALLY_CANDIDATES_SEARCH_SECONDS",
     ),
     Setting(
         "allocation_candidates_generation_strategy",

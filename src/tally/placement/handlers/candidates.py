@@ -31,6 +31,7 @@ class AllocationCandidates:
             strategy=settings.allocation_candidates_generation_strategy,
             randomize=settings.randomize_allocation_candidates,
             budget=settings.candidates_answer_budget,
+            seconds=settings.candidates_search_seconds,
         )
         self.index = service.index()
 

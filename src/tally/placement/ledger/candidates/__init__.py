@@ -10,7 +10,7 @@ imports point down this list only (a test checks the import graph has no ring).
     combine.py       one part of every group per anchor tree
     narrow.py        the trees that can anchor a candidate at all
     groups.py        what each group can take, per anchor tree
-    budget.py        how much one answer may make
+    budget.py        how much work one search may do, and for how long
     request.py       the query as request groups and request-wide parameters
     view.py          the index in the snapshot's shape, for one search
     index.py         the data held in memory per worker, kept current by the
@@ -34,7 +34,7 @@ from tally.db.transaction import transaction
 from tally.placement.ledger.candidates import kept_answers as answers
 from tally.placement.ledger.candidates import render, search, summaries
 from tally.placement.ledger.candidates import view as views
-from tally.placement.ledger.candidates.budget import AnswerTooLarge
+from tally.placement.ledger.candidates.budget import AnswerTooLarge, SearchTooLong
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.candidates.index import shared as shared_index
 from tally.placement.ledger.candidates.render import Answer
@@ -51,6 +51,7 @@ __all__ = [
     "Index",
     "Options",
     "Result",
+    "SearchTooLong",
     "candidates_answer",
     "candidates_json",
     "find_candidates",
@@ -108,11 +109,13 @@ def _source(engine: sa.Engine, index: Index | None) -> Iterator[Snapshot | View]
 
 
 def _render(source: Snapshot | View, request: CandidateRequest, options: Options) -> Answer:
+    budget = options.new_budget()  # the deadline runs from here, the count per try
     if isinstance(source, View):
-        kept = answers.body(source, request, options)
+        kept = answers.body(source, request, options, budget)
         if kept is not None:
             return kept
-    ctx, found = search.run(source, request, options)
+        budget = budget.fresh()
+    ctx, found = search.run(source, request, options, budget=budget)
     if ctx is None:
         return render.EMPTY
     return render.body(ctx, request, summaries.choose(ctx, request, found, options))

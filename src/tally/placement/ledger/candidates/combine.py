@@ -5,6 +5,12 @@ Combining walks the groups depth-first and prunes as soon as a partial choice
 breaks `group_policy=isolate` or the capacity of a class requested by more than
 one group, so wide trees cost what they return, not the full product; an anchor
 with few combinations has each tested in turn (less overhead than the walk).
+
+Every combination tested and every partial one the walk tries counts against
+the search's budget (budget.py): a walk that finds nothing can still try
+factorially many. Before walking, an anchor where the groups' asks of a class
+cannot fit the room of all its providers together is dropped (`_short`): the
+usual case of more groups than devices, answered at once and exactly.
 """
 
 from __future__ import annotations
@@ -91,17 +97,22 @@ class Combiner:
         self.budget = ctx.budget
 
     def candidates(self, anchor: int) -> Iterator[Candidate]:
-        """The candidates anchored at `anchor`, each counted against the budget."""
-        spend = self.budget.spend
+        """The candidates anchored at `anchor`. Against the budget count every
+        combination tested or tried on the way, and each candidate as the parts
+        it joins (one per group: a candidate of 200 groups is 200 times the work
+        and the memory of one of a single group)."""
+        spend, joined = self.budget.spend, len(self.parts)
         for candidate in self._candidates(anchor):
-            spend(1)
+            spend(joined)
             yield candidate
 
     def _candidates(self, anchor: int) -> Iterator[Candidate]:
         if self.isolate and not self._enoughproviders_of(anchor):
             return
         lists = [group[anchor] for group in self.parts]
-        if math.prod(map(len, lists)) <= FEW_COMBINATIONS:  # test each: less overhead
+        product = math.prod(map(len, lists))
+        if product <= FEW_COMBINATIONS:  # test each: less overhead
+            self.budget.spend(product)
             for chosen in itertools.product(*lists):
                 providers = [rp for _, rps in chosen for rp in rps]
                 if len(set(providers)) == len(providers):  # no provider in two parts:
@@ -111,7 +122,8 @@ class Combiner:
                 elif self._fits(chosen) and self._same_subtree_ok(chosen):
                     yield self._consolidate(chosen)
             return
-        yield from self._walk(lists, 0, [], {}, set())
+        if not self._short(lists):
+            yield from self._walk(lists, 0, [], {}, set())
 
     def _fits(self, chosen: tuple[Part, ...]) -> bool:
         """Whether one part per group holds together: isolated groups on distinct
@@ -150,6 +162,7 @@ class Combiner:
                 yield self._consolidate(chosen)
             return
         limits = self.room
+        self.budget.spend(len(lists[i]))  # each a partial combination tried
         for part in lists[i]:
             allocs, providers = part
             single = providers[0] if self.isolate and self.granular[i] else None
@@ -173,6 +186,38 @@ class Combiner:
                 isolated.discard(single)
             for key, amount in added:
                 taken[key] -= amount
+
+    def _short(self, lists: list[list[Part]]) -> bool:
+        """Whether some class asked by several groups cannot fit at this anchor,
+        whatever the choice: more asked in all than the room of every provider
+        any group could take it from, or more asks of at least `a` than places
+        for `a` in those providers. Exact: each group's ask of a class comes whole
+        from one provider, and the walk takes no more from a provider than its
+        room. (Groups may share a provider: only room counts, not providers.)"""
+        limits = self.room
+        if not limits.classes:
+            return False
+        asks: dict[int, list[int]] = {}  # class -> each group's amount of it
+        givers: dict[int, set[int]] = {}  # class -> providers some group may take it from
+        for parts in lists:
+            for _rp, rc, amount in parts[0][0]:  # a group asks the same in every part
+                if rc in limits.classes:
+                    asks.setdefault(rc, []).append(amount)
+            for allocs, _ in parts:
+                for rp, rc, _amount in allocs:
+                    if rc in limits.classes:
+                        givers.setdefault(rc, set()).add(rp)
+        for rc, amounts in asks.items():
+            if len(amounts) < 2:
+                continue
+            rooms = [limits[rp, rc] for rp in givers[rc]]
+            if sum(amounts) > sum(rooms):
+                return True
+            for least in set(amounts):
+                places = sum([r // least for r in rooms])
+                if sum([1 for amount in amounts if amount >= least]) > places:
+                    return True
+        return False
 
     def worth_walking(self, anchors: list[int]) -> list[int]:
         """`anchors` without those where isolated groups all sit on one and the

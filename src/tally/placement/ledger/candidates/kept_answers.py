@@ -27,16 +27,19 @@ from collections.abc import Iterable
 
 from tally.placement.ledger.candidates import render, search
 from tally.placement.ledger.candidates.answer_cache import Kept, Tree
-from tally.placement.ledger.candidates.budget import AnswerTooLarge
+from tally.placement.ledger.candidates.budget import AnswerTooLarge, Budget
 from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.search import Options, Trees
 from tally.placement.ledger.candidates.snapshot import Candidate
 from tally.placement.ledger.candidates.view import View
 
 
-def body(view: View, request: CandidateRequest, options: Options) -> render.Answer | None:
+def body(
+    view: View, request: CandidateRequest, options: Options, budget: Budget
+) -> render.Answer | None:
     """The JSON body from the kept answer of this request shape, brought up to
-    date; None when the shape is not kept (the caller searches as usual)."""
+    date; None when the shape is not kept (the caller searches as usual, with a
+    fresh count of `budget`)."""
     if not _keepable(request, options):
         return None
     answers = view.index.answers
@@ -45,12 +48,12 @@ def body(view: View, request: CandidateRequest, options: Options) -> render.Answ
     if kept is None:
         if request.limit and not answers.asked(key):
             return None  # a one-off cut answer: the walk makes just what it returns
-        kept = _search_all(view, request, options)
+        kept = _search_all(view, request, options, budget)
         if kept is None:
             return None
         answers.put(key, kept)
     elif kept.stale:
-        if not _refresh(view, request, options, kept):
+        if not _refresh(view, request, budget, kept):
             answers.drop(key)
             return None
         answers.trim()
@@ -94,15 +97,17 @@ def signature(request: CandidateRequest) -> tuple:
     )
 
 
-def _search_all(view: View, request: CandidateRequest, options: Options) -> Kept | None:
+def _search_all(
+    view: View, request: CandidateRequest, options: Options, budget: Budget
+) -> Kept | None:
     """Every tree's candidates, by the bulk search; None when the answer depends
     on more than the trees (see the module's docstring)."""
-    trees = Trees.of(view, request, options)
+    trees = Trees.of(view, request, budget)
     if trees is None or trees.groups is None:
         return None
     whole = dataclasses.replace(request, limit=None)
     try:
-        ctx, grouped = search.run(view, whole, options, by_anchor=True)
+        ctx, grouped = search.run(view, whole, options, by_anchor=True, budget=budget)
     except AnswerTooLarge:
         if request.limit:
             return None  # too many to keep, not to answer: the walk makes just `limit`
@@ -117,11 +122,11 @@ def _search_all(view: View, request: CandidateRequest, options: Options) -> Kept
     return kept
 
 
-def _refresh(view: View, request: CandidateRequest, options: Options, kept: Kept) -> bool:
+def _refresh(view: View, request: CandidateRequest, budget: Budget, kept: Kept) -> bool:
     """Search the stale trees again; False when the answer now depends on more
     than them (an in_tree provider moved, or see the module's docstring) or
     would pass the budget. The kept answer changes only once all of it is written."""
-    trees = Trees.of(view, request, options)
+    trees = Trees.of(view, request, budget)
     if trees is None or trees.groups is None:
         return False
     if tuple(ids.tree for ids in trees.groups) != kept.in_trees:

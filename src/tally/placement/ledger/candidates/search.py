@@ -33,7 +33,12 @@ class Options:
     max_candidates: int = -1  # stop after this many distinct candidates; -1: all
     strategy: str = "depth-first"  # or 'breadth-first': round-robin over anchor trees
     randomize: bool = False  # sample `limit` at random instead of taking the first
-    budget: int = -1  # most candidates (and combinations tried) one search makes; -1: any
+    budget: int = -1  # most work (candidates, parts, combinations tried) of a search; -1: any
+    seconds: float = 0  # the deadline of a search, in seconds; 0: none
+
+    def new_budget(self) -> Budget:
+        """The budget of one request's search, its deadline running from now."""
+        return Budget(self.budget, self.seconds)
 
 
 @dataclasses.dataclass
@@ -106,6 +111,7 @@ def run(
     options: Options,
     narrow: bool = True,
     by_anchor: bool = False,
+    budget: Budget | None = None,
 ) -> tuple[g.Context | None, list]:
     """The candidates, and the context that holds what was read to find them
     (with `by_anchor`: `(anchors, candidates)`, every candidate without a cut
@@ -115,7 +121,13 @@ def run(
     `narrow.py`). If a group then finds nothing, upstream would still have gone
     on to the next groups when the full data had something for this one, and
     refused a later unknown class or trait: then search again, in full.
+
+    `budget` bounds the work (a new one from `options` when None); each try
+    (the walk, the bulk search, the search in full) counts afresh under the
+    same deadline.
     """
+    if budget is None:
+        budget = options.new_budget()
     names, anchor_roots, holders, sharing = _basics(snap, request)
     if anchor_roots is not None and not anchor_roots:
         return None, []
@@ -128,7 +140,7 @@ def run(
             roots |= {snap.rows[sp][2] for sp in sharing}
     stop = -1 if by_anchor else _stop(request, options)
     if isinstance(snap, View) and stop > 0 and _walkable(request, options, names):
-        trees = Trees(snap, request, options, names, holders, sharing, anchor_roots)
+        trees = Trees(snap, request, names, holders, sharing, anchor_roots, budget)
         if trees.groups is None:
             return trees.ctx, []  # an unknown aggregate or in_tree provider: nothing matches
         order = sorted(roots) if roots is not None else snap.index.sorted_roots()
@@ -137,6 +149,7 @@ def run(
         found = walk.first(trees.ctx, trees.groups, order, stop, trees.combine)
         if found is not None:
             return trees.ctx, found
+        budget = budget.fresh()
     stock = snap.stock(names.classes.values(), roots)
     ctx = g.Context(
         snap=snap,
@@ -147,7 +160,7 @@ def run(
         class_names={rc: name for name, rc in names.classes.items()},
         root_of=_roots(snap, stock),
         _anchors=anchors,
-        budget=Budget(options.budget),
+        budget=budget,
     )
     parts: list[Mapping[int, list[Part]]] = []
     for i, group in enumerate(request.groups):
@@ -160,7 +173,7 @@ def run(
             )
         if not by_group or (isinstance(by_group, g.LazyParts) and not by_group.any_part()):
             if roots is not None and ids is not None and _any_unknown(names, request, i + 1):
-                return run(snap.fresh(), request, options, narrow=False, by_anchor=by_anchor)
+                return run(snap.fresh(), request, options, False, by_anchor, budget.fresh())
             return ctx, []
         parts.append(by_group)
     if by_anchor:
@@ -195,11 +208,11 @@ class Trees:
         self,
         snap: View,
         request: CandidateRequest,
-        options: Options,
         names: Names,
         holders: dict[int, set[int]],
         sharing: set[int],
         anchor_roots: set[int] | None,
+        budget: Budget,
     ) -> None:
         index = snap.index
         self.ctx = ctx = g.Context(
@@ -210,7 +223,7 @@ class Trees:
             anchor_roots=anchor_roots,
             class_names={rc: name for name, rc in names.classes.items()},
             root_of=index.root_of,
-            budget=Budget(options.budget),
+            budget=budget,
         )
         resolved = [names.resolve(group) for group in request.groups]
         self.groups = None if any(ids is None for ids in resolved) else resolved
@@ -232,13 +245,13 @@ class Trees:
         self._into: dict[int, list[int]] | None = None
 
     @classmethod
-    def of(cls, snap: View, request: CandidateRequest, options: Options) -> Trees | None:
+    def of(cls, snap: View, request: CandidateRequest, budget: Budget) -> Trees | None:
         """The tree-by-tree search for `request`; None when it names an unknown
         class or trait (the bulk search reports which) or no root qualifies."""
         names, anchor_roots, holders, sharing = _basics(snap, request)
         if _any_unknown(names, request, 0) or (anchor_roots is not None and not anchor_roots):
             return None
-        return cls(snap, request, options, names, holders, sharing, anchor_roots)
+        return cls(snap, request, names, holders, sharing, anchor_roots, budget)
 
     def at(self, root: int) -> list[Candidate]:
         """Every candidate anchored at `root`, as the bulk search orders them."""
