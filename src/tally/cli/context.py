@@ -22,10 +22,12 @@ from rich import box
 from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
+from rich.text import Text
 
 from tally.clients.compute import ComputeClient
 from tally.clients.errors import ClientError
 from tally.clients.placement import DEFAULT_URL, NOAUTH_ADMIN_TOKEN, PlacementClient
+from tally.escapes import visible
 
 FORMATS = ("table", "json", "yaml", "value")
 
@@ -218,17 +220,18 @@ def pass_context(f: Callable) -> Callable:
 
 
 def cell(value: Any) -> str:
-    """One value as text: a flat mapping `k=v, k=v`, a mapping of mappings one
-    `key: ...` line each, a list comma-separated."""
+    """One value as text for people: a flat mapping `k=v, k=v`, a mapping of mappings
+    one `key: ...` line each, a list comma-separated; control characters in what the
+    server sent shown escaped (`\\x1b`), never sent to the terminal."""
     if value is None:
         return ""
     if isinstance(value, Mapping):
         if any(isinstance(v, Mapping) for v in value.values()):
-            return "\n".join(f"{k}: {cell(v)}" for k, v in value.items())
-        return ", ".join(f"{k}={cell(v)}" for k, v in value.items())
+            return "\n".join(f"{visible(str(k))}: {cell(v)}" for k, v in value.items())
+        return ", ".join(f"{visible(str(k))}={cell(v)}" for k, v in value.items())
     if isinstance(value, list | tuple):
         return ", ".join(cell(v) for v in value)
-    return str(value)
+    return visible(str(value))
 
 
 def console(err: bool = False) -> Console:
@@ -249,6 +252,21 @@ def progress_bar(what: str) -> Iterator[Callable[[int, int], None] | None]:
     with Progress(console=console(err=True), transient=True) as bar:
         task = bar.add_task(what, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def shown(text: str) -> Text:
+    """Our own lines of text, quoting what the server sent, for a console: control
+    characters escaped in each line, no markup read."""
+    return Text("\n".join(visible(line) for line in text.split("\n")))
+
+
+class ShownTable(Table):
+    """A table whose text cells show what they hold: control characters escaped
+    (`cell`), no markup read (a name like `[bold]x[/]` prints as written)."""
+
+    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
+        cells = (Text(cell(r)) if isinstance(r, str) else r for r in renderables)
+        super().add_row(*cells, **kwargs)
 
 
 @dataclasses.dataclass
@@ -299,7 +317,7 @@ class Output:
 
     def table(self, headers: Sequence[str]) -> Table:
         plain = not sys.stdout.isatty()
-        table = Table(box=box.ASCII2 if plain else box.SIMPLE_HEAVY, show_lines=False)
+        table = ShownTable(box=box.ASCII2 if plain else box.SIMPLE_HEAVY, show_lines=False)
         for header in headers:
             table.add_column(header, overflow="fold")
         return table

@@ -18,6 +18,7 @@ import click
 
 from tally.clients.errors import BadInput, ClientError
 from tally.db.errors import UnusableDatabase
+from tally.escapes import visible
 
 DONE = 0
 FAILED = 1  # cannot reach, refused, or what the command checks does not hold
@@ -101,8 +102,8 @@ def deciding() -> Iterator[None]:
     except UnusableDatabase as exc:
         click.echo(f"Error: {exc}", err=True)
         raise click.exceptions.Exit(FAILED) from exc
-    except ClientError as exc:
-        click.echo(f"Error: {exc}", err=True)
+    except ClientError as exc:  # its words may quote the server's, and so a name
+        click.echo(f"Error: {visible(str(exc))}", err=True)
         raise click.exceptions.Exit(BAD_INPUT if isinstance(exc, BadInput) else FAILED) from exc
     except Exception as exc:
         click.echo(traceback.format_exc(), err=True, nl=False)

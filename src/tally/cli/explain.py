@@ -7,7 +7,6 @@ import datetime as dt
 import shlex
 
 import click
-from rich.text import Text
 
 from tally.cli import exits
 from tally.cli.context import (
@@ -18,6 +17,7 @@ from tally.cli.context import (
     output_options,
     pass_context,
     progress_bar,
+    shown,
 )
 from tally.cli.filters import shape_param
 from tally.cli.inventory import asked_inventories, resource_option
@@ -47,7 +47,7 @@ def render(out: Output, found: Explanation) -> None:
         return out.dump(found.as_dict())
     con = console()
     if not found.refused:
-        con.print(Text("The change would be accepted: capacity stays above what is used."))
+        con.print(shown("The change would be accepted: capacity stays above what is used."))
         return
     render_check(out, found.check, plan_follows=True)
     table = out.table(["consumer", "class", "holds here", "reason", "written"])
@@ -55,16 +55,16 @@ def render(out: Output, found: Explanation) -> None:
         held = ", ".join(f"{k}={v}" for k, v in h.held.items())
         written = h.history.summary() if h.history else ""
         table.add_row(h.consumer, h.kind, held, h.reason, written)
-    con.print(Text("Who holds it, as the audit sees it:"))
+    con.print(shown("Who holds it, as the audit sees it:"))
     con.print(table)
-    con.print(Text("The way out, in order (each step on the state the one before leaves):"))
+    con.print(shown("The way out, in order (each step on the state the one before leaves):"))
     for n, step in enumerate(found.steps, 1):
-        con.print(Text(f"  {n}. {step.text}"))
+        con.print(shown(f"  {n}. {step.text}"))
         if step.command:
-            con.print(Text(f"       {step.command}"))
+            con.print(shown(f"       {step.command}"))
     for alternative in found.alternatives:
-        con.print(Text(f"  Or, changing the request: {alternative.text}"))
-        con.print(Text(f"       {alternative.command}"))
+        con.print(shown(f"  Or, changing the request: {alternative.text}"))
+        con.print(shown(f"       {alternative.command}"))
 
 
 def retry_command(uuid: str, resources: tuple[tuple[str, dict], ...]) -> str:

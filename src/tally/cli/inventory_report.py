@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import click
-from rich.text import Text
 
-from tally.cli.context import Output, console
+from tally.cli.context import Output, console, shown
 from tally.doctor.inventory_check import ClassChange, InventoryCheck
 
 UPSTREAM_NOTE = (
@@ -31,19 +30,19 @@ def render_check(out: Output, check: InventoryCheck, plan_follows: bool = False)
     rp = check.provider_uuid
     named = f"{check.provider_name} ({rp})" if check.provider_name else rp
     if check.server_detail is not None:
-        con.print(Text(f"The server refused the change to resource provider {named}:"))
+        con.print(shown(f"The server refused the change to resource provider {named}:"))
         lines = [line.strip() for line in check.server_detail.splitlines() if line.strip()]
-        con.print(Text("\n".join(f"  {line}" for line in lines)))
+        con.print(shown("\n".join(f"  {line}" for line in lines)))
     elif plan_follows:
         con.print(
-            Text(
+            shown(
                 f"The change would be refused: it would leave resource provider {named} "
                 "without the capacity its consumers hold."
             )
         )
     else:
         con.print(
-            Text(
+            shown(
                 f"Refused before writing: the change would leave resource provider {named} "
                 "without the capacity its consumers hold. Nothing was written."
             )
@@ -56,13 +55,13 @@ def render_check(out: Output, check: InventoryCheck, plan_follows: bool = False)
         return
     for change in check.refused:
         _holders(out, change)
-    con.print(Text("What resolves it:"))
+    con.print(shown("What resolves it:"))
     for suggestion in check.suggestions:
-        con.print(Text(f"  - {suggestion.text}"))
+        con.print(shown(f"  - {suggestion.text}"))
         if suggestion.command:
-            con.print(Text(f"      {suggestion.command}"))
+            con.print(shown(f"      {suggestion.command}"))
     if check.server_detail is None and any(not c.removed for c in check.refused):
-        con.print(Text(UPSTREAM_NOTE))
+        con.print(shown(UPSTREAM_NOTE))
 
 
 def _asked(change: ClassChange) -> str:
@@ -78,7 +77,7 @@ def _holders(out: Output, change: ClassChange) -> None:
     con = console()
     plural = "s" if change.consumers != 1 else ""
     held = f"{change.resource_class} is held by {change.consumers} consumer{plural}"
-    con.print(Text(f"{held}, largest first:"))
+    con.print(shown(f"{held}, largest first:"))
     table = out.table(["consumer", "amount", "type", "project", "also on other providers"])
     for holder in change.holders:
         elsewhere = ", ".join(holder.other_providers) if holder.also_elsewhere else "no"
@@ -92,4 +91,4 @@ def _holders(out: Output, change: ClassChange) -> None:
     con.print(table)
     rest = change.consumers - len(change.holders)
     if rest > 0:
-        con.print(Text(f"  and {rest} more consumer{'s' if rest != 1 else ''}"))
+        con.print(shown(f"  and {rest} more consumer{'s' if rest != 1 else ''}"))

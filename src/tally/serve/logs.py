@@ -8,22 +8,19 @@ import os
 import sys
 from typing import Any
 
+from tally.escapes import visible
+
 # Libraries whose debug output shows identity-service traffic (token hashes, request
 # dumps): never below INFO, whatever `log_level` says.
 QUIET_LOGGERS = ("keystonemiddleware", "keystoneauth", "keystoneclient", "oslo_policy")
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
-# Control characters (C0, DEL, C1) and Unicode line separators, as \xNN or \uNNNN: a
-# message quoting a client's bytes (a request line, a name, a header) cannot start a
-# line of its own in the log, so nobody can append a forged one.
-_ESCAPES = {
-    code: f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-    for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)
-}
 
 
 def one_line(text: str) -> str:
-    """`text` with every control character escaped."""
-    return text.translate(_ESCAPES)
+    """`text` with every control character escaped (tally.escapes): a message quoting
+    a client's bytes (a request line, a name, a header) cannot start a line of its own
+    in the log, so nobody can append a forged one."""
+    return visible(text)
 
 
 class OneLineFormatter(logging.Formatter):
