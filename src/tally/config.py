@@ -51,6 +51,14 @@ SETTINGS: tuple[Setting, ...] = (
         "data_dir", "./tally-data", "Folder of the embedded SQLite database.", "TALLY_DATA_DIR"
     ),
     Setting(
+        "import_max_rows",
+        1000000,
+        "Most rows `tally db import` (and `tally db check`) reads of one table, 1,000 at a "
+        "time; a source table with more is refused in one line naming this setting; 0: no "
+        "bound.",
+        "TALLY_IMPORT_MAX_ROWS",
+    ),
+    Setting(
         "auth_strategy",
         "noauth",
         "`noauth` (token `user[:project]`, user `admin` is an admin) or `keystone`; "

@@ -233,3 +233,155 @@ def test_db_check_finds_a_parent_loop(loop, populated):
     faults = move.check_books(url)
     assert [fault.kind for fault in faults] == [LOOP]
     assert all(books.uid(name) in faults[0].line() for name in named)
+
+
+def _corrupt_all(url: str, *sqls: str) -> None:
+    with sa.create_engine(url).begin() as conn:
+        for sql in sqls:
+            conn.exec_driver_sql(sql)
+
+
+def _unconstrained(table: str) -> tuple[str, ...]:
+    """SQL giving upstream's `table` its rows without its unique constraints (what a
+    hand-made or damaged source may be)."""
+    return (
+        f"ALTER TABLE {table} RENAME TO {table}_kept",
+        f"CREATE TABLE {table} AS SELECT * FROM {table}_kept",
+        f"DROP TABLE {table}_kept",
+    )
+
+
+def _copy_of(table: str, columns: str, values: str, where: str) -> str:
+    return f"INSERT INTO {table} ({columns}) SELECT {values} FROM {table} WHERE {where}"
+
+
+_RP_COLUMNS = "id, uuid, name, generation, root_provider_id, parent_provider_id, created_at"
+BIG = 2**63 - 1
+# kind of fault (the start of its line) -> (SQL, what the line names); the target
+# would refuse each with a traceback (a unique or an INT column) or overflow later
+UNWRITABLE = {
+    "a value repeated where it must be unique": (
+        (
+            *_unconstrained("resource_providers"),
+            _copy_of(
+                "resource_providers",
+                _RP_COLUMNS,
+                _RP_COLUMNS.replace("id, uuid, name", "id + 1000, uuid, name || '-2'"),
+                f"uuid = '{CN3}'",
+            ),
+        ),
+        ["resource_providers", "uuid", CN3],
+    ),
+    "a number out of its column's range": (
+        (_cn3(f"generation = {BIG}"),),
+        ["resource_providers", "generation", str(BIG)],
+    ),
+}
+UNWRITABLE["a number out of its column's range (consumer)"] = (
+    (f"UPDATE consumers SET generation = {BIG}",),
+    ["consumers", "generation", str(BIG)],
+)
+
+
+@pytest.mark.parametrize("kind", UNWRITABLE)
+def test_a_row_the_target_cannot_hold_is_one_line(kind, upstream_file, new_database):
+    sqls, named = UNWRITABLE[kind]
+    _corrupt_all(upstream_file, *sqls)
+    target = new_database("imported")
+    for dry_run in (True, False):
+        with pytest.raises(TransferError) as refused:
+            move.import_from(upstream_file, target, prepare_database, quiet, dry_run=dry_run)
+        start = kind.split(" (")[0]
+        (line,) = [line for line in str(refused.value).splitlines() if start in line]
+        assert all(word in line for word in named), line
+    assert _target_providers(target) == 0
+
+
+_ENDLESS = (
+    "ALTER TABLE allocations RENAME TO allocations_kept",
+    "CREATE VIEW allocations AS WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n) "
+    "SELECT i AS id, (SELECT min(id) FROM resource_providers) AS resource_provider_id, "
+    "'00000000-0000-0000-0000-000000000001' AS consumer_id, 0 AS resource_class_id, "
+    "1 AS used, NULL AS created_at, NULL AS updated_at FROM n",
+)
+
+
+@SQLITE_ONLY
+def test_a_source_past_the_row_cap_is_refused_in_one_line(upstream_file, new_database):
+    """An endless view where a table belongs: the importer reads at most the cap (a
+    setting it names) and stops; it never holds more."""
+    _corrupt_all(upstream_file, *_ENDLESS)
+    target = new_database("imported")
+    for dry_run in (True, False):
+        with pytest.raises(TransferError) as refused:
+            move.import_from(upstream_file, target, prepare_database, quiet, dry_run, max_rows=5000)
+        message = str(refused.value)
+        assert "\n" not in message
+        assert "allocations" in message and "5,000" in message
+        assert "import_max_rows" in message
+    assert _target_providers(target) == 0
+
+
+def test_the_row_cap_is_a_documented_setting():
+    from tally.config import Settings
+
+    assert Settings.of().import_max_rows >= 1_000_000
+
+
+@SQLITE_ONLY
+def test_db_import_of_an_endless_source_is_one_line_on_the_command_line(
+    upstream_file, tmp_path, monkeypatch
+):
+    from click.testing import CliRunner
+
+    from tally.cli.main import cli
+
+    _corrupt_all(upstream_file, *_ENDLESS)
+    monkeypatch.setenv("TALLY_DATABASE_URL", f"sqlite:///{tmp_path / 'target.sqlite'}")
+    monkeypatch.setenv("TALLY_IMPORT_MAX_ROWS", "2000")
+    done = CliRunner().invoke(cli, ["db", "import", "--from", upstream_file])
+    assert done.exit_code == 1, done.output
+    assert "Traceback" not in done.output
+    assert "import_max_rows" in done.output and "2,000" in done.output
+
+
+def _named(table: str, old: str, new: str) -> str:
+    return f"UPDATE {table} SET name = '{new}' WHERE name = '{old}'"
+
+
+# a name the API refuses -> the kind of its line; upstream's CUSTOM_GPU / CUSTOM_RAID renamed
+BAD_NAMES = {
+    "CUSTOM_GPU\n": ("resource_classes", "CUSTOM_GPU", "a resource class name"),
+    "custom_gpu": ("resource_classes", "CUSTOM_GPU", "a resource class name"),
+    "CUSTOM_G-PU": ("resource_classes", "CUSTOM_GPU", "a resource class name"),
+    "CUSTOM_": ("resource_classes", "CUSTOM_GPU", "a resource class name"),
+    "CUSTOM_RAID\n": ("traits", "CUSTOM_RAID", "a trait name"),
+    "CUSTOM_RA ID": ("traits", "CUSTOM_RAID", "a trait name"),
+}
+
+
+@SQLITE_ONLY
+@pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
+def test_a_name_the_api_refuses_stops_the_import(name, upstream_file, new_database):
+    table, old, kind = BAD_NAMES[name]
+    _corrupt_all(upstream_file, _named(table, old, name))
+    target = new_database("imported")
+    with pytest.raises(TransferError) as refused:
+        move.import_from(upstream_file, target, prepare_database, quiet)
+    lines = [line for line in str(refused.value).splitlines() if kind in line]
+    assert len(lines) == 1 and repr(name) in lines[0], str(refused.value)
+    assert _target_providers(target) == 0
+
+
+def test_the_importer_and_the_api_share_one_name_rule():
+    """Whatever the API takes as a new class or trait, the importer takes, and only that."""
+    from tally.placement import names
+
+    for name in ("CUSTOM_GPU", "CUSTOM_A_1", "VCPU", "HW_CPU_X86_AVX2"):
+        assert names.name_fault(name) is None, name
+    for name in ("CUSTOM_GPU\n", "CUSTOM_", "custom_x", "CUSTOM_X-Y", "", "X" * 256, None):
+        assert names.name_fault(name) is not None, name
+    for name in ("CUSTOM_GPU", "CUSTOM_A_1"):
+        assert names.is_custom(name)
+    for name in ("CUSTOM_GPU\n", "CUSTOM_", "VCPU", "CUSTOM_X-Y"):
+        assert not names.is_custom(name)

@@ -16,10 +16,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+import sqlalchemy as sa
+
 from tally.books.transfer import Books
-from tally.db import tree_rules
-from tally.db.row_rules import inventory_fault, whole_in
+from tally.db import schema, tree_rules
+from tally.db.row_rules import LOWEST, inventory_fault, whole_in
 from tally.db.schema import resource_providers
+from tally.placement import names
 
 MAX_NAME = resource_providers.c.name.type.length  # a provider's name, as the API takes it
 SHOWN = 3  # offending rows shown per kind
@@ -152,6 +155,85 @@ def _faults(rows: dict[str, list[dict]]) -> Iterator[tuple[str, str]]:
         if not _uuid(consumer["uuid"]):
             yield "a consumer uuid that is not a uuid", repr(consumer["uuid"])
     yield from _allocation_faults(rows["allocations"], providers, classes, consumers)
+    yield from _name_faults(rows)
+    yield from _column_faults(rows)
+
+
+def _name_faults(rows: dict[str, list[dict]]) -> Iterator[tuple[str, str]]:
+    """Class and trait names by the API's own rule (`tally.placement.names`)."""
+    for row in rows["resource_classes"]:
+        why = names.name_fault(row["name"])
+        if why:
+            yield "a resource class name the API refuses", f"id {row['id']} {row['name']!r}: {why}"
+    for row in rows["traits"]:
+        why = names.name_fault(row["name"])
+        if why:
+            yield "a trait name the API refuses", f"{row['name']!r}: {why}"
+
+
+INT_RANGE = (-(2**31), 2**31 - 1)  # an INTEGER column of the target, on every backend
+# Fields whose own rule above says more than "out of range".
+_RULED = {("inventories", field) for field in LOWEST} | {
+    ("allocations", "used"),
+    ("resource_providers", "name"),
+    ("resource_providers", "uuid"),
+    ("consumers", "uuid"),
+}
+# What the books call by another name than the table: a trait link names its trait.
+_BOOK_KEYS = {"resource_provider_traits": [("resource_provider_id", "trait")]}
+
+
+def _column_faults(rows: dict[str, list[dict]]) -> Iterator[tuple[str, str]]:
+    """What the target's columns cannot hold (it would refuse the whole copy with a
+    traceback, or hold a number that overflows later): a number past an INTEGER, a
+    text past its length, a value repeated in a unique column or key."""
+    for name, table_rows in rows.items():
+        table = getattr(schema, name)
+        numbers = [
+            c.name
+            for c in table.columns
+            if isinstance(c.type, sa.Integer) and not isinstance(c.type, sa.BigInteger)
+            and (name, c.name) not in _RULED
+        ]  # fmt: skip
+        texts = [
+            (c.name, c.type.length)
+            for c in table.columns
+            if isinstance(c.type, sa.String) and (name, c.name) not in _RULED
+        ]
+        for i, row in enumerate(table_rows):
+            where = f"{name} {'id ' + str(row['id']) if 'id' in row else 'row ' + str(i + 1)}"
+            for field in numbers:
+                value = row.get(field)
+                if value is not None and not whole_in(value, *INT_RANGE):
+                    yield "a number out of its column's range", f"{where} {field}={value!r}"
+            for field, length in texts:
+                value = row.get(field)
+                if value is not None and length and len(str(value)) > length:
+                    yield (
+                        "a text longer than its column",
+                        f"{where} {field}: {len(str(value))} > {length}",
+                    )
+        yield from _repeats(name, table, table_rows)
+
+
+def _repeats(name: str, table: sa.Table, table_rows: list[dict]) -> Iterator[tuple[str, str]]:
+    keys = [[c.name for c in table.primary_key.columns]]
+    keys += [
+        [c.name for c in u.columns] for u in table.constraints if isinstance(u, sa.UniqueConstraint)
+    ]
+    keys += [[c.name] for c in table.columns if c.unique]
+    keys += _BOOK_KEYS.get(name, [])
+    for key in keys:
+        if not table_rows or not all(field in table_rows[0] for field in key):
+            continue
+        seen = Counter(tuple(row[field] for field in key) for row in table_rows)
+        for value, count in seen.items():
+            if count > 1:
+                shown = value[0] if len(value) == 1 else value
+                yield (
+                    "a value repeated where it must be unique",
+                    f"{name} {', '.join(key)} {shown!r} ({count} rows)",
+                )
 
 
 def _provider_faults(providers: dict[int, dict]) -> Iterator[tuple[str, str]]:

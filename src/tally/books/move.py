@@ -55,16 +55,18 @@ def import_from(
     progress: Progress,
     dry_run: bool = False,
     repair: bool = False,
+    max_rows: int | None = None,
 ) -> Outcome:
     """Upstream's books from `source_url` into Tally's empty database at `target_url`
     (made ready by `prepare`, i.e. migrated, before the copy); with `repair`, the
-    safe fixes of `check.repair` made on the way (said in the report)."""
+    safe fixes of `check.repair` made on the way (said in the report). A source
+    table past `max_rows` rows (setting `import_max_rows`) is refused unread."""
     src, dst = probe.with_our_driver(source_url), probe.parse(target_url)
     _refuse_same(src, dst)
     with snapshot(probe.read_only_engine(src)) as sconn:
         found = _read(src, lambda: probe.identify_connection(sconn))
         _importable(src, found)
-        books = _read(src, lambda: transfer.read_upstream(sconn))
+        books = _read(src, lambda: transfer.read_upstream(sconn, max_rows))
         repaired = check.repair(books) if repair else []
         faults = check.check(books)
         if faults:  # before anything is written, dry run or not
@@ -102,11 +104,11 @@ def _read(src: sa.URL, read: Callable[[], T]) -> T:
         raise TransferError(f"cannot read {probe.safe_url(src)}: {exc}") from None
 
 
-def check_books(url: str) -> list[check.Fault]:
+def check_books(url: str, max_rows: int | None = None) -> list[check.Fault]:
     """`tally db check`: the ledger's rules over Tally's own database, read-only."""
     parsed = probe.parse(url)
     with snapshot(probe.read_only_engine(parsed)) as conn:
-        return check.check(_read(parsed, lambda: transfer.read_tally(conn)))
+        return check.check(_read(parsed, lambda: transfer.read_tally(conn, max_rows)))
 
 
 def export_to(

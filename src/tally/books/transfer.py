@@ -59,11 +59,38 @@ class Books:
         return len(self.rows[table])
 
 
-def _all(conn: sa.Connection, table: sa.Table, order: str | None = None) -> list[dict]:
-    query = sa.select(table)
+class TooManyRows(TransferError):
+    """A table of the source holds more rows than the importer reads (`max_rows`)."""
+
+    def __init__(self, table: str, max_rows: int) -> None:
+        super().__init__(
+            f"the source's {table} holds more than {max_rows:,} rows, the most `tally db "
+            f"import` reads of one table (setting import_max_rows); nothing was written"
+        )
+
+
+def read_rows(
+    conn: sa.Connection, table: sa.Table, order: str | None = None, max_rows: int | None = None
+) -> list[dict]:
+    """The rows of `table`, fetched BATCH at a time. With `max_rows`, the database is
+    asked for one more than that, before any ordering (an ORDER BY over an endless
+    view never returns), and TooManyRows is raised if it has them."""
+    source: sa.FromClause = table
+    if max_rows:
+        source = sa.select(table).limit(max_rows + 1).subquery(table.name)
+    query = sa.select(source)
     if order:
-        query = query.order_by(table.c[order])
-    return [dict(row._mapping) for row in conn.execute(query)]
+        query = query.order_by(source.c[order])
+    rows: list[dict] = []
+    result = conn.execution_options(stream_results=True, max_row_buffer=BATCH).execute(query)
+    try:
+        for batch in result.partitions(BATCH):
+            rows.extend(dict(row._mapping) for row in batch)
+            if max_rows and len(rows) > max_rows:
+                raise TooManyRows(table.name, max_rows)
+    finally:
+        result.close()
+    return rows
 
 
 def _pick(row: dict, *names: str) -> dict:
@@ -73,16 +100,21 @@ def _pick(row: dict, *names: str) -> dict:
 # ---------------------------------------------------------------- reading
 
 
-def read_upstream(conn: sa.Connection) -> Books:
-    """Upstream's books (revision 422ece571366 or a082b8bb98d0)."""
+def read_upstream(conn: sa.Connection, max_rows: int | None = None) -> Books:
+    """Upstream's books (revision 422ece571366 or a082b8bb98d0); TooManyRows for a
+    table past `max_rows` (None: no bound)."""
     u = upstream
+
+    def rows_of(table: sa.Table, order: str | None = None) -> list[dict]:
+        return read_rows(conn, table, order, max_rows)
+
     rows: dict[str, list[dict]] = {}
     notes: list[str] = []
-    rows["resource_classes"] = _all(conn, u.resource_classes, "id")
-    trait_rows = _all(conn, u.traits, "id")
+    rows["resource_classes"] = rows_of(u.resource_classes, "id")
+    trait_rows = rows_of(u.traits, "id")
     rows["traits"] = [_pick(r, "name") for r in trait_rows]
     trait_names = {r["id"]: r["name"] for r in trait_rows}
-    providers = _all(conn, u.resource_providers, "id")
+    providers = rows_of(u.resource_providers, "id")
     for row in providers:
         if row["name"] is None:
             row["name"] = row["uuid"]
@@ -91,22 +123,22 @@ def read_upstream(conn: sa.Connection) -> Books:
             row["generation"] = 0
             notes.append(f"provider {row['uuid']} had no generation: given 0")
     rows["resource_providers"] = providers
-    rows["inventories"] = _all(conn, u.inventories, "id")
-    aggregates = _all(conn, u.placement_aggregates, "id")
+    rows["inventories"] = rows_of(u.inventories, "id")
+    aggregates = rows_of(u.placement_aggregates, "id")
     missing = [str(r["id"]) for r in aggregates if r["uuid"] is None]
     if missing:
         raise TransferError(f"aggregate row(s) {', '.join(missing)} have no uuid")
     rows["placement_aggregates"] = aggregates
-    rows["resource_provider_aggregates"] = _all(conn, u.resource_provider_aggregates)
+    rows["resource_provider_aggregates"] = rows_of(u.resource_provider_aggregates)
     rows["resource_provider_traits"] = [
         {**_pick(r, "resource_provider_id"), "trait": trait_names.get(r["trait_id"])}
-        for r in _all(conn, u.resource_provider_traits)
+        for r in rows_of(u.resource_provider_traits)
     ]
-    rows["consumer_types"] = _all(conn, u.consumer_types, "id")
-    projects = {r.id: r.external_id for r in conn.execute(sa.select(u.projects))}
-    users = {r.id: r.external_id for r in conn.execute(sa.select(u.users))}
+    rows["consumer_types"] = rows_of(u.consumer_types, "id")
+    projects = {r["id"]: r["external_id"] for r in rows_of(u.projects)}
+    users = {r["id"]: r["external_id"] for r in rows_of(u.users)}
     consumers = []
-    for row in _all(conn, u.consumers, "id"):
+    for row in rows_of(u.consumers, "id"):
         if row["project_id"] not in projects or row["user_id"] not in users:
             raise TransferError(
                 f"consumer {row['uuid']} names project id {row['project_id']} / user id "
@@ -120,24 +152,28 @@ def read_upstream(conn: sa.Connection) -> Books:
             }
         )
     rows["consumers"] = consumers
-    rows["allocations"] = _all(conn, u.allocations, "id")
+    rows["allocations"] = rows_of(u.allocations, "id")
     return Books(rows, notes)
 
 
-def read_tally(conn: sa.Connection) -> Books:
+def read_tally(conn: sa.Connection, max_rows: int | None = None) -> Books:
     """Tally's books (its Placement tables; the lab's tables stay behind)."""
     t = tally
+
+    def rows_of(table: sa.Table, order: str | None = None) -> list[dict]:
+        return read_rows(conn, table, order, max_rows)
+
     rows = {
-        name: _all(conn, getattr(t, name), None if name.startswith("resource_provider_") else "id")
+        name: rows_of(getattr(t, name), None if name.startswith("resource_provider_") else "id")
         for name in TABLES
         if name not in ("traits", "resource_provider_traits")
     }
-    trait_rows = _all(conn, t.traits, "id")
+    trait_rows = rows_of(t.traits, "id")
     rows["traits"] = [_pick(r, "name") for r in trait_rows]
     trait_names = {r["id"]: r["name"] for r in trait_rows}
     rows["resource_provider_traits"] = [
         {**_pick(r, "resource_provider_id"), "trait": trait_names.get(r["trait_id"])}
-        for r in _all(conn, t.resource_provider_traits)
+        for r in rows_of(t.resource_provider_traits)
     ]
     return Books(rows)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import inspect
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -26,7 +27,10 @@ def settings_options(f: Callable) -> Callable:
     @click.option("--placement-conf", help="An upstream placement.conf to read options from.")
     @functools.wraps(f)
     def run(*args: Any, config_file: str | None, placement_conf: str | None, **kw: Any) -> Any:
-        return f(*args, database=read_settings(config_file, placement_conf).database, **kw)
+        settings = read_settings(config_file, placement_conf)
+        if "max_rows" in inspect.signature(f).parameters:  # the commands that read books
+            kw["max_rows"] = settings.import_max_rows or None
+        return f(*args, database=settings.database, **kw)
 
     return run
 
@@ -68,12 +72,12 @@ def version(database: str) -> None:
 
 @db.command()
 @settings_options
-def check(database: str) -> None:
+def check(database: str, max_rows: int | None) -> None:
     """Check Tally's database against the ledger's rules (read-only): exit 1 on a fault."""
     from tally.books import check, move
 
     with _moving("table"):
-        faults = move.check_books(database)
+        faults = move.check_books(database, max_rows)
     if faults:
         raise click.ClickException(check.report(faults))
     click.echo("the books keep every rule of the ledger")
@@ -90,7 +94,9 @@ def check(database: str) -> None:
 )
 @settings_options
 @format_option
-def import_(source: str, dry_run: bool, repair: bool, database: str, fmt: str) -> None:
+def import_(
+    source: str, dry_run: bool, repair: bool, database: str, fmt: str, max_rows: int | None
+) -> None:
     """Copy an upstream Placement database into Tally's empty one (read-only on it)."""
     from tally.books import move
     from tally.placement.ledger.bootstrap import prepare_database
@@ -98,7 +104,7 @@ def import_(source: str, dry_run: bool, repair: bool, database: str, fmt: str) -
     with _moving(fmt) as progress:
         source = move.placement_conf_url(source)
         outcome = move.import_from(
-            source, database, prepare_database, progress, dry_run, repair=repair
+            source, database, prepare_database, progress, dry_run, repair, max_rows
         )
     _summary(outcome, fmt, "import")
 
