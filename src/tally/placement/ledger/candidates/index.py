@@ -145,10 +145,21 @@ class Index:
     # -- keeping up with the journal ------------------------------------------
 
     def _catch_up(self, conn: sa.Connection) -> None:
+        """Replay the journal since `writers` (a reload is idempotent: a catch-up
+        the database failed is replayed whole next time), or load everything. Any
+        other failure leaves what the index holds unknown: the next one loads it
+        whole, rather than failing the same way until the worker restarts."""
         if self.version is not None:  # (caught up by another thread meanwhile: nothing new)
             found = journal.since(conn, self.writers)
             if found is not None and journal.EVERYTHING not in found.providers:
-                self._apply(conn, found)
+                try:
+                    self._apply(conn, found)
+                except sa.exc.DBAPIError:
+                    raise
+                except Exception:
+                    LOG.exception("candidates index: catching up failed; loading it whole next")
+                    self.version = None
+                    raise
                 return
         self._load_everything(conn)
 
