@@ -375,13 +375,13 @@ def test_a_name_the_api_refuses_stops_the_import(name, upstream_file, new_databa
 
 def test_the_importer_and_the_api_share_one_name_rule():
     """Whatever the API takes as a new class or trait, the importer takes, and only that."""
-    from tally.placement import names
+    from tally import names
 
     for name in ("CUSTOM_GPU", "CUSTOM_A_1", "VCPU", "HW_CPU_X86_AVX2"):
         assert names.name_fault(name) is None, name
     for name in ("CUSTOM_GPU\n", "CUSTOM_", "custom_x", "CUSTOM_X-Y", "", "X" * 256, None):
         assert names.name_fault(name) is not None, name
     for name in ("CUSTOM_GPU", "CUSTOM_A_1"):
-        assert names.is_custom(name)
+        assert names.is_custom_resource_class_name(name) and names.is_custom_trait_name(name)
     for name in ("CUSTOM_GPU\n", "CUSTOM_", "VCPU", "CUSTOM_X-Y"):
-        assert not names.is_custom(name)
+        assert not names.is_custom_resource_class_name(name)

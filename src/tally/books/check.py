@@ -18,11 +18,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tally import names
 from tally.books.transfer import Books
 from tally.db import schema, tree_rules
 from tally.db.row_rules import LOWEST, inventory_fault, whole_in
 from tally.db.schema import resource_providers
-from tally.placement import names
 
 MAX_NAME = resource_providers.c.name.type.length  # a provider's name, as the API takes it
 SHOWN = 3  # offending rows shown per kind
@@ -160,7 +160,7 @@ def _faults(rows: dict[str, list[dict]]) -> Iterator[tuple[str, str]]:
 
 
 def _name_faults(rows: dict[str, list[dict]]) -> Iterator[tuple[str, str]]:
-    """Class and trait names by the API's own rule (`tally.placement.names`)."""
+    """Class and trait names by the API's own rule (`tally.names`)."""
     for row in rows["resource_classes"]:
         why = names.name_fault(row["name"])
         if why:
