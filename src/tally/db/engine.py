@@ -10,7 +10,9 @@ Round trips are what a request pays for on a server database (each costs both
 processes a wake-up). A pooled connection is pinged only when it sat idle for
 `IDLE_PING_SECONDS`: one busy a moment ago is trusted, and should the server have
 gone since, its first error invalidates the whole pool (one 503, then fresh
-connections).
+connections). On MySQL the waits of one request on a server that does not answer
+(the pool, connecting, the ping, each statement) share one read timeout
+(`deadline`, applied in `mysql.session`).
 """
 
 from __future__ import annotations
@@ -55,15 +57,15 @@ def make_engine(url: str) -> sa.Engine:
         # default REPEATABLE READ a writer that waited for a row lock would still read
         # usage from the snapshot taken before the wait, and lose every generation CAS.
         options["isolation_level"] = "READ COMMITTED"
-        timeouts = {k: v for k, v in mysql.MYSQL_TIMEOUTS.items() if k not in given}
-        options["connect_args"] = timeouts
+        options["connect_args"] = {k: v for k, v in mysql.MYSQL_TIMEOUTS.items() if k not in given}
+        options["poolclass"] = mysql.BoundedPool
     elif parsed.get_backend_name() == "postgresql" and "connect_timeout" not in given:
         options["connect_args"] = {"connect_timeout": PG_CONNECT_TIMEOUT}
     engine = probe.create(parsed, **options)
+    if parsed.get_backend_name() in ("mysql", "mariadb"):  # (its timeouts before the ping)
+        mysql.session(engine, sync_wait, mysql.timeouts_of(parsed))
     _ping_when_idle(engine)
     refuse_writes_in_reads(engine)
-    if parsed.get_backend_name() in ("mysql", "mariadb"):
-        mysql.session(engine, sync_wait)
     return engine
 
 

@@ -20,6 +20,7 @@ import sqlalchemy as sa
 
 import tally.retrying
 from tally import counts
+from tally.db.deadline import DeadlinePassed
 from tally.db.transaction import transaction
 
 LOG = logging.getLogger(__name__)
@@ -160,8 +161,10 @@ def unavailable(exc: BaseException) -> bool:
     """Whether `exc` says the database cannot be reached or used now (down,
     restarting, refusing connections, out of connections, locked past the busy
     timeout, the pool exhausted), so the request may work if sent again later."""
-    if isinstance(exc, sa.exc.TimeoutError | ConflictsPersisted):
-        return True  # no pooled connection came free in time; a write lost every race
+    if isinstance(exc, sa.exc.TimeoutError | ConflictsPersisted | DeadlinePassed):
+        # no pooled connection came free in time; a write lost every race; the
+        # request waited its one read timeout for a server that did not answer
+        return True
     if not isinstance(exc, sa.exc.DBAPIError):
         return False
     if exc.connection_invalidated:  # the driver said: disconnected

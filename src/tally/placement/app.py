@@ -63,6 +63,7 @@ def create_app(settings: Settings, engine: sa.Engine | None = None) -> falcon.Ap
     service = Service(engine=engine, settings=settings)
     app = falcon.App(
         middleware=[
+            middleware.DatabaseWaits(),
             middleware.RequestIdAndLog(),
             *cors.Cors.from_settings(settings),  # a preflight stops here
             middleware.Microversion(),

@@ -1,5 +1,6 @@
-"""Request pipeline: request id, request log, microversion, auth, content negotiation,
-policy, the input domain of paths and query strings. (CORS is in cors.py.)
+"""Request pipeline: the request's budget of database waits, request id, request log,
+microversion, auth, content negotiation, policy, the input domain of paths and query
+strings. (CORS is in cors.py.)
 
 Falcon runs every `process_response` even after an error, so headers that must be on
 every answer (request id, microversion echo, `vary`) are added there.
@@ -16,6 +17,7 @@ import uuid
 import falcon
 
 from tally import counts
+from tally.db import deadline
 from tally.placement import microversion, policy
 from tally.placement.context import Identity
 from tally.placement.error_responses import RETRY_AFTER_SECONDS
@@ -41,6 +43,22 @@ KEYSTONE_UNREACHABLE = "tally.keystone_unreachable"
 GLOBAL_REQUEST_ID = re.compile(
     r"^req-[a-f0-9]{8}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{4}-[a-f0-9]{12}$"
 )
+
+
+class DatabaseWaits:
+    """Each request's one budget for waiting on a database that does not answer
+    (`tally.db.deadline`): a frozen server costs it one read timeout, then a 503,
+    not one timeout per connect, ping and statement."""
+
+    def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
+        req.context.database_waits = deadline.begin()
+
+    def process_response(
+        self, req: falcon.Request, resp: falcon.Response, resource: object, ok: bool
+    ) -> None:
+        token = getattr(req.context, "database_waits", None)
+        if token is not None:
+            deadline.end(token)
 
 
 class RequestIdAndLog:
