@@ -287,13 +287,11 @@ class Index:
         for rp in sorted(gone):
             self._drop(rp)
 
-        def known(rp: int) -> bool:
-            return rp in loaded or rp in batch
-
         present = []
         for rp, (uuid, parent, root) in batch.items():
-            if not known(root) or (parent is not None and not known(parent)):
-                _left_out(uuid, f"its parent ({parent}) or root ({root}) does not exist")
+            why = _misplaced(rp, parent, root, batch, loaded)
+            if why is not None:
+                _left_out(uuid, why)
                 self._drop(rp)
                 continue
             if rp not in loaded:
@@ -301,11 +299,25 @@ class Index:
             self._summaries.pop(rp, None)
             self._summaries_json.pop(rp, None)
             present.append(rp)
+        if len(present) < len(batch):
+            self._drop_orphans()
+            present = [rp for rp in present if rp in loaded]
         self.aggregate_ids.update(read.aggregate_ids)
         for rp in present:
             self._restock(rp, read.inventories.get(rp, {}), read.used.get(rp, {}))
             _relink(rp, read.traits.get(rp), self.traits, self.holders)
             _relink(rp, read.aggregates.get(rp), self.aggregates, self.members)
+
+    def _drop_orphans(self) -> None:
+        """Leave out the providers whose parent was left out, and theirs (a summary
+        names its parent: a tree is served from its root down, or not at all)."""
+        rows = self.rows
+        while orphans := [
+            rp for rp, row in rows.items() if row[1] is not None and row[1] not in rows
+        ]:
+            for rp in orphans:
+                _left_out(rows[rp][0], f"its parent ({rows[rp][1]}) is left out")
+                self._drop(rp)
 
     def _load_usage(self, conn: sa.Connection, ids: list[int]) -> None:
         """Read the usage of providers the index holds (changed only by claims: the
@@ -546,6 +558,29 @@ def _relink(
         for new in now - before:
             holders[new].add(rp)
         _keep(by_provider, rp, now)
+
+
+def _misplaced(
+    rp: int,
+    parent: int | None,
+    root: int,
+    batch: dict[int, tuple[str, int | None, int]],
+    held: dict[int, ProviderRow],
+) -> str | None:
+    """Why a provider row read is not in its place in a tree, or None: it is its
+    own root without a parent, or its parent exists and has the same root, and its
+    root exists (the database path's `_PLACED`, snapshot.py: both leave out the
+    same rows). A child hanging under another tree's root would mix two trees."""
+    if root not in batch and root not in held:
+        return f"its root ({root}) does not exist"
+    if parent is None:
+        return None if root == rp else f"it has no parent but its root is another ({root})"
+    found = batch.get(parent) or held.get(parent)
+    if found is None:
+        return f"its parent ({parent}) does not exist"
+    if found[2] != root:
+        return f"its root ({root}) is not its parent's ({found[2]}): two trees mixed"
+    return None
 
 
 def _left_out(provider: object, why: str) -> None:

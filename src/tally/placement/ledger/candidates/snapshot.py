@@ -121,13 +121,20 @@ class Snapshot:
 
     def tree_roots(self, uuids: Iterable[str]) -> dict[str, int]:
         """Root provider id of each provider uuid that exists."""
-        return self._ids(_RP.c.uuid, _RP.c.root_provider_id, uuids)
+        return self._ids(_RP.c.uuid, _RP.c.root_provider_id, uuids, _placed(_RP.c.id))
 
-    def _ids(self, key: sa.Column, value: sa.Column, names: Iterable[str]) -> dict[str, int]:
+    def _ids(
+        self,
+        key: sa.Column,
+        value: sa.Column,
+        names: Iterable[str],
+        where: sa.ColumnElement[bool] | None = None,
+    ) -> dict[str, int]:
         names = set(names)
         if not names:
             return {}
-        return dict(self._all(sa.select(key, value).where(key.in_(sorted(names)))))
+        query = sa.select(key, value).where(key.in_(sorted(names)))
+        return dict(self._all(query if where is None else query.where(where)))
 
     def class_names(self, ids: Iterable[int]) -> dict[int, str]:
         ids = set(ids)
@@ -141,13 +148,19 @@ class Snapshot:
     def has_trees(self) -> bool:
         """Whether any provider has a parent (upstream switches behaviour on it)."""
         if self._has_trees is None:
-            query = sa.select(_RP.c.id).where(_RP.c.parent_provider_id.is_not(None)).limit(1)
+            query = (
+                sa.select(_RP.c.id)
+                .where(_RP.c.parent_provider_id.is_not(None), _placed(_RP.c.id))
+                .limit(1)
+            )
             self._has_trees = self.conn.execute(query).first() is not None
         return self._has_trees
 
     def roots_with_traits(self, required: set[int], forbidden: set[int]) -> set[int]:
         """Root providers that have every trait of `required` and none of `forbidden`."""
-        query = sa.select(_RP.c.id).where(_RP.c.parent_provider_id.is_(None))
+        query = sa.select(_RP.c.id).where(
+            _RP.c.parent_provider_id.is_(None), _RP.c.root_provider_id == _RP.c.id
+        )
         if required:
             having = (
                 sa.select(_RPT.c.resource_provider_id)
@@ -194,7 +207,7 @@ class Snapshot:
                     _RP, _RP.c.id == theirs.c.resource_provider_id
                 )
             )
-            .where(self._in(mine.c.resource_provider_id, ids))
+            .where(self._in(mine.c.resource_provider_id, ids), _placed(_RP.c.id))
         )
         for sharing, root in self._all(query):
             if sharing in ids:
@@ -250,7 +263,7 @@ class Snapshot:
         """(A few more rows than asked for are harmless: they are right too.)"""
         query = sa.select(
             _RP.c.id, _RP.c.uuid, _RP.c.parent_provider_id, _RP.c.root_provider_id
-        ).where(self._in(column, ids))
+        ).where(self._in(column, ids), _placed(_RP.c.id))
         self.rows.update({rp: (uuid, parent, root) for rp, uuid, parent, root in self._all(query)})
 
     def stock_of_trees(
@@ -298,13 +311,35 @@ _CAPACITY_SQL = {
 
 _PARENT = _RP.alias("parent")
 _ROOT = _RP.alias("root")
-# Inventories the ledger's rules allow (db/row_rules.py), of providers whose parent
-# and root exist: a row written behind the API's back is left out, not a 500 (and
-# `tally db check` lists it).
-_SOUND = sa.and_(
-    sound_inventory(_INV),
-    sa.or_(_RP.c.parent_provider_id.is_(None), _PARENT.c.id.is_not(None)),
+# A provider row in its place (the index's `placed` rule, index.py): its root
+# exists, and it is its own root without a parent, or its parent exists and has
+# the same root. Any other row (written behind the API's back: a child hanging
+# under another tree's root) is left out of the search, as the index leaves it
+# out, not a 500 or a tree of mixed rows (and `tally db check` lists it).
+_PLACED = sa.and_(
+    _ROOT.c.id.is_not(None),
+    sa.or_(
+        sa.and_(_RP.c.parent_provider_id.is_(None), _RP.c.root_provider_id == _RP.c.id),
+        _PARENT.c.root_provider_id == _RP.c.root_provider_id,
+    ),
 )
+_PLACED_IDS = (
+    sa.select(_RP.c.id)
+    .select_from(
+        _RP.outerjoin(_ROOT, _ROOT.c.id == _RP.c.root_provider_id).outerjoin(
+            _PARENT, _PARENT.c.id == _RP.c.parent_provider_id
+        )
+    )
+    .where(_PLACED)
+    .correlate(None)  # (a table of its own: never the caller's provider rows)
+)
+# Inventories the ledger's rules allow (db/row_rules.py), of providers in their place.
+_SOUND = sa.and_(sound_inventory(_INV), _PLACED)
+
+
+def _placed(rp: sa.ColumnElement[int]) -> sa.ColumnElement[bool]:
+    """Whether the provider `rp` is in its place (`_PLACED`)."""
+    return rp.in_(_PLACED_IDS)
 
 
 def _stock_columns(query: sa.Select, capacity: sa.ColumnElement) -> list[sa.ColumnElement]:
