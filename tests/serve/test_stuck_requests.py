@@ -18,6 +18,7 @@ import pytest
 import sqlalchemy as sa
 
 from tally.db import journal
+from tally.db.transaction import transaction
 from tally.serve import prefork
 from tests.live import free_port, tally_process, wait_until
 
@@ -110,7 +111,7 @@ def test_a_parent_loop_is_a_clean_409_and_the_server_stops(tmp_path: Path):
             inventory = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
             assert client.put(f"/resource_providers/{rp}/inventories", json=inventory).is_success
         engine = sa.create_engine(f"sqlite:///{tmp_path / 'tally.sqlite'}")
-        with engine.begin() as conn:
+        with transaction(engine, write=True) as conn:
             conn.exec_driver_sql(
                 "UPDATE resource_providers SET parent_provider_id = (SELECT id FROM "
                 f"resource_providers WHERE uuid = '{c1}') WHERE uuid = '{root}'"

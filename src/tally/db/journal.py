@@ -36,7 +36,7 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from tally.db import schema as t
 from tally.db.autocommit_reads import read_outside_transaction
-from tally.db.transaction import at_commit, notes
+from tally.db.transaction import WRITE, at_commit, notes
 
 NAMES = 0  # a change row naming no provider: classes or traits were added or removed
 EVERYTHING = -1  # reload all (a bulk import)
@@ -67,6 +67,12 @@ def touch_names(conn: sa.Connection) -> None:
 
 
 def touch_everything(conn: sa.Connection) -> None:
+    """Note that every provider may have changed (rows written behind the API's
+    back: an import, a repair): every index reloads whole, its kept answers with
+    it. Only inside `tally.db.transaction`'s write, which flushes the notes: on a
+    bare `engine.begin()` the note would vanish and every index answer as before."""
+    if not conn.get_execution_options().get(WRITE):
+        raise RuntimeError("journal.touch_everything outside tally.db.transaction(write=True)")
     touch(conn, (EVERYTHING,))
 
 
