@@ -58,8 +58,7 @@ def auth_token_front(app: Callable, settings: Settings) -> Callable:
         return front_class(app, options)
     except Exception as exc:  # keystoneauth's and oslo.config's errors of a bad section
         raise UnsafeSettings(
-            f"auth_strategy = keystone: [{group}] of {path} does not configure "
-            f"auth_token: {exc}"
+            f"auth_strategy = keystone: [{group}] of {path} does not configure auth_token: {exc}"
         ) from None
 
 
@@ -92,4 +91,3 @@ def _front_class(protocol: type) -> type:
                     request.environ[KEYSTONE_UNREACHABLE] = why
 
     return KeystoneFront
-
