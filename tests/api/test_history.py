@@ -13,7 +13,6 @@ The world most tests build (all through the API, as admin):
 from __future__ import annotations
 
 import datetime as dt
-import functools
 import threading
 import time
 import uuid
@@ -23,7 +22,6 @@ import sqlalchemy as sa
 
 from tally.db import schema as t
 from tally.db.transaction import notes, transaction
-from tally.placement import app as placement_app
 from tally.placement.ledger import allocations as ledger_allocations
 from tally.placement.ledger import history_records as ledger_history
 
@@ -599,9 +597,8 @@ def test_the_pruner_runs_now_and_then_in_a_thread_of_its_own(engine):
     assert pruner.running.acquire(blocking=False)  # released after the pass
 
 
-def test_writes_poke_the_pruner(api, world, engine, monkeypatch):
-    monkeypatch.setattr(placement_app, "Pruner", functools.partial(ledger_history.Pruner, every=0))
-    client = api(history_keep_days=1)  # its pruner is due at once
+def test_writes_poke_the_pruner(api, world, engine):
+    client = api(history_keep_days=1, history_prune_seconds=0)  # its pruner is due at once
     _rows_at(engine, 30.0)
     Book(client).claim(new_uuid(), {world["rp"]: {"VCPU": 1}})
     deadline = time.monotonic() + 30
