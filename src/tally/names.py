@@ -3,19 +3,19 @@ consumer types. The API's schemas and query parsing take their patterns from her
 whatever else takes such a name (the importer of another Placement's books) asks the
 `is_*` functions, so no name gets in by one door that another refuses.
 
-Each pattern serves two regex dialects: ECMA-262 (the published OpenAPI document, and
-jsonschema-rs) and Python's `re` (jsonschema, which matches a pattern with
-`re.search`). They end with END, `$(?!\\n)`: Python's `$` also matches before a final
-newline, so `^[A-Z0-9_]+$` let `CUSTOM_X\\n` through there; the lookahead refuses it,
-and in ECMA-262, where `$` is already the end of the text, changes nothing. (`\\Z`,
-Python's end of text, is no ECMA-262.)
+The patterns are ECMA-262, as JSON Schema and the published OpenAPI document read
+them (upstream's own spelling, which its error texts quote): `$` is the end of the
+text. Python's `$` also matches before a final newline, so Python code matches them
+whole (`fullmatch`, as the `is_*` functions here) or through
+`tally.placement.schemas.patterns`, which reads them as ECMA-262 does: `CUSTOM_X\\n`
+gets in by no door.
 """
 
 from __future__ import annotations
 
 import re
 
-END = r"$(?!\n)"  # the very end of the text, in ECMA-262 and in Python
+END = "$"  # the end of the text, in ECMA-262 (see above for Python)
 MAX_NAME_LENGTH = 255  # the name columns' length, as upstream's
 
 RESOURCE_CLASS_PATTERN = rf"^[A-Z0-9_]+{END}"

@@ -21,7 +21,7 @@ from tally.placement.ledger.errors import (
     NotFound,
     UnsupportedMediaType,
 )
-from tally.placement.schemas import domain
+from tally.placement.schemas import domain, patterns
 from tally.placement.schemas.domain import is_uuid_like
 from tally.placement.schemas.operation import Operation
 from tally.placement.schemas.table import OPERATIONS
@@ -55,7 +55,7 @@ def _validators(schema: dict) -> _Validators:
     than validating)."""
     cached = _VALIDATORS.get(id(schema))
     if cached is None or cached.schema is not schema:
-        cls = jsonschema.validators.validator_for(schema)
+        cls = patterns.validator_class(jsonschema.validators.validator_for(schema))
         cls.check_schema(schema)
         if len(_VALIDATORS) > 1000:
             _VALIDATORS.clear()
@@ -82,6 +82,8 @@ def validate(data: Any, schema: dict, prefix: str = "JSON does not validate") ->
             raise AssertionError(f"validators disagree on {data!r}: {error}")
         if error is not None:
             raise error
+        if not valid:  # the fast validator decides; the full one only words it
+            raise BadRequest(f"{prefix}: the document does not match its schema")
     except jsonschema.ValidationError as exc:
         # Clients (and upstream's tests) match "Failed validating '<keyword>' in schema[...]".
         # As jsonschema's own text, the value's place follows: "On instance['total']".

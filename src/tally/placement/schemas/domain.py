@@ -37,6 +37,7 @@ from typing import Any
 from tally.db.schema import MAX_CAPACITY, MAX_INT
 from tally.names import END
 from tally.placement.ledger.errors import BadRequest
+from tally.placement.schemas import patterns
 
 __all__ = [
     "GENERATION",
@@ -254,7 +255,7 @@ def _property_schema(schema: dict[str, Any], key: str) -> tuple[dict[str, Any], 
     if key in schema.get("properties", {}):
         return schema["properties"][key], False
     for pattern, sub in schema.get("patternProperties", {}).items():
-        if re.search(pattern, key):
+        if patterns.in_python(pattern).search(key):
             return sub, pattern == UUID_KEY
     extra = schema.get("additionalProperties")
     return (extra if isinstance(extra, dict) else {}), False
