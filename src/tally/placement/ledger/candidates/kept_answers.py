@@ -42,7 +42,7 @@ def body(
     fresh count of `budget`)."""
     if not _keepable(request, options):
         return None
-    answers = view.index.answers
+    answers = view.index.kept.answers
     key = signature(request)
     kept = answers.get(key)
     if kept is None:

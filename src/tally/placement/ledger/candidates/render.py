@@ -81,7 +81,7 @@ def body(ctx: Context, request: CandidateRequest, chosen: Chosen) -> Answer:
 def joined(requests: bytes, index: Index, members: set[int]) -> Answer:
     """The body of allocation requests already written (joined by commas) with
     the index's kept summary of every provider in `members`."""
-    return Answer(requests, index.summaries_json(sorted(members)))
+    return Answer(requests, index.kept.summaries_json(sorted(members)))
 
 
 class _Quoted(dict):
@@ -128,7 +128,7 @@ def allocation_requests(
     quote = uuid.__getitem__
     # the candidates of several providers, as written before (a mapping's lookup
     # costs less than writing one again)
-    written = snap.index.request_texts(tuple(suffixes)) if isinstance(snap, View) else {}
+    written = snap.index.kept.request_texts(tuple(suffixes)) if isinstance(snap, View) else {}
     for allocs, mappings in found:
         if single:
             providers = mappings[0]

@@ -138,7 +138,7 @@ def summaries_of(
 ) -> dict[str, dict[str, Any]]:
     snap = ctx.snap
     if request.all_summary_classes and isinstance(snap, View):  # kept whole per provider
-        return snap.index.summaries(sorted(members))
+        return snap.index.kept.summaries(sorted(members))
     resources: dict[int, dict[str, dict[str, int]]] = {rp: {} for rp in members}
     names = ctx.class_names
     for rc, rows in ctx.stock.items():
