@@ -8,8 +8,10 @@ it, reloads just the providers changed since (a full reload only after a gap
 the journal no longer covers). Writes never read the index: a claim's capacity
 check stays in its own database transaction.
 
-`View` (view.py) answers the `Snapshot` questions from the index, so the search
-and the summaries run unchanged over either.
+`View` (view.py) adapts it to the search's `Source` (source.py): the one module
+that reads these structures. What the index path keeps between searches (the
+rendering caches, kept answers) is `KeptAnswers` (answer_cache.py), told what
+changed once per load or catch-up: the index holds data only.
 """
 
 from __future__ import annotations

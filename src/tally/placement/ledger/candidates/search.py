@@ -15,30 +15,17 @@ from collections.abc import Iterator, Mapping
 from tally.placement.ledger.candidates import combine, narrow, walk
 from tally.placement.ledger.candidates import groups as g
 from tally.placement.ledger.candidates.budget import Budget
+from tally.placement.ledger.candidates.options import Options
 from tally.placement.ledger.candidates.request import CandidateRequest, RequestGroup
 from tally.placement.ledger.candidates.snapshot import (
     PROVIDER,
     SHARING_TRAIT,
     Candidate,
     Part,
-    Snapshot,
     Stock,
 )
-from tally.placement.ledger.candidates.view import View
+from tally.placement.ledger.candidates.source import Source
 from tally.placement.ledger.errors import BadRequest
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-    max_candidates: int = -1  # stop after this many distinct candidates; -1: all
-    strategy: str = "depth-first"  # or 'breadth-first': round-robin over anchor trees
-    randomize: bool = False  # sample `limit` at random instead of taking the first
-    budget: int = -1  # most work (candidates, parts, combinations tried) of a search; -1: any
-    seconds: float = 0  # the deadline of a search, in seconds; 0: none
-
-    def new_budget(self) -> Budget:
-        """The budget of one request's search, its deadline running from now."""
-        return Budget(self.budget, self.seconds)
 
 
 @dataclasses.dataclass
@@ -52,7 +39,7 @@ class Names:
     members: dict[int, set[int]]  # aggregate id -> providers
 
     @classmethod
-    def load(cls, snap: Snapshot | View, request: CandidateRequest) -> Names:
+    def load(cls, snap: Source, request: CandidateRequest) -> Names:
         trait_names = {SHARING_TRAIT} | request.root_required | request.root_forbidden
         agg_uuids: set[str] = set()
         for group in request.groups:
@@ -106,7 +93,7 @@ class Names:
 
 
 def run(
-    snap: Snapshot | View,
+    snap: Source,
     request: CandidateRequest,
     options: Options,
     narrow: bool = True,
@@ -139,11 +126,11 @@ def run(
             snap.load_providers(sharing)  # their trees are read too: they anchor elsewhere
             roots |= {snap.rows[sp][2] for sp in sharing}
     stop = -1 if by_anchor else _stop(request, options)
-    if isinstance(snap, View) and stop > 0 and _walkable(request, options, names):
+    if snap.whole and stop > 0 and _walkable(request, options, names):
         trees = Trees(snap, request, names, holders, sharing, anchor_roots, budget)
         if trees.groups is None:
             return trees.ctx, []  # an unknown aggregate or in_tree provider: nothing matches
-        order = sorted(roots) if roots is not None else snap.index.sorted_roots()
+        order = sorted(roots) if roots is not None else snap.sorted_roots()
         if options.randomize:
             order = random.sample(order, len(order))
         found = walk.first(trees.ctx, trees.groups, order, stop, trees.combine)
@@ -182,7 +169,7 @@ def run(
 
 
 def _basics(
-    snap: Snapshot | View, request: CandidateRequest
+    snap: Source, request: CandidateRequest
 ) -> tuple[Names, set[int] | None, dict[int, set[int]], set[int]]:
     """What every search starts from: the request's names in ids, the roots
     root_required allows (None: any), the holders of the traits it names, and
@@ -199,14 +186,14 @@ def _basics(
 
 
 class Trees:
-    """The search one tree at a time, over the index (walk.py): for the first
+    """The search one tree at a time, over a whole source (walk.py): for the first
     `limit` candidates, and for the trees whose kept answers went stale
     (answers.py). `groups` is None when an unknown aggregate or in_tree
     provider makes the answer empty."""
 
     def __init__(
         self,
-        snap: View,
+        snap: Source,
         request: CandidateRequest,
         names: Names,
         holders: dict[int, set[int]],
@@ -214,15 +201,16 @@ class Trees:
         anchor_roots: set[int] | None,
         budget: Budget,
     ) -> None:
-        index = snap.index
+        root_of = snap.root_of()
+        assert root_of is not None  # (a whole source holds every provider's)
         self.ctx = ctx = g.Context(
             snap=snap,
-            stock={rc: index.stock_list(rc) for rc in set(names.classes.values())},
+            stock=snap.stock(names.classes.values()),
             holders=holders,
             sharing=sharing,
             anchor_roots=anchor_roots,
             class_names={rc: name for name, rc in names.classes.items()},
-            root_of=index.root_of,
+            root_of=root_of,
             budget=budget,
         )
         resolved = [names.resolve(group) for group in request.groups]
@@ -245,7 +233,7 @@ class Trees:
         self._into: dict[int, list[int]] | None = None
 
     @classmethod
-    def of(cls, snap: View, request: CandidateRequest, budget: Budget) -> Trees | None:
+    def of(cls, snap: Source, request: CandidateRequest, budget: Budget) -> Trees | None:
         """The tree-by-tree search for `request`; None when it names an unknown
         class or trait (the bulk search reports which) or no root qualifies."""
         names, anchor_roots, holders, sharing = _basics(snap, request)
@@ -284,15 +272,16 @@ def _walkable(request: CandidateRequest, options: Options, names: Names) -> bool
     )
 
 
-def _roots(snap: Snapshot | View, stock: dict[int, list[Stock]]) -> dict[int, int]:
+def _roots(snap: Source, stock: dict[int, list[Stock]]) -> dict[int, int]:
     """Provider -> root, of every provider in `stock` (at least)."""
-    if isinstance(snap, View):
-        return snap.index.root_of  # every provider's (the search only adds the same)
+    held = snap.root_of()
+    if held is not None:
+        return held  # every provider's (the search only adds the same)
     return {s[0]: s[1] for rows in stock.values() for s in rows}
 
 
 def _allowed_anchors(
-    snap: Snapshot | View,
+    snap: Source,
     request: CandidateRequest,
     names: Names,
     holders: dict[int, set[int]],
