@@ -21,7 +21,6 @@ import contextlib
 import logging
 import resource
 import threading
-import weakref
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
@@ -56,21 +55,6 @@ _RPT, _RPA, _AGG = (
 )
 
 Inventory = tuple[int, int, int, int]  # capacity, min_unit, max_unit, step_size
-
-
-_SHARED: weakref.WeakValueDictionary[str, Index] = weakref.WeakValueDictionary()
-_SHARED_LOCK = threading.Lock()
-
-
-def shared(engine: sa.Engine, max_mb: int) -> Index:
-    """The one index of this process for the database of `engine`: every app on it
-    (Placement, the operator page's own client) searches the same copy."""
-    key = engine.url.render_as_string(hide_password=False)
-    with _SHARED_LOCK:
-        index = _SHARED.get(key)
-        if index is None:
-            index = _SHARED[key] = Index(max_mb)
-        return index
 
 
 def rss_mb() -> float:
