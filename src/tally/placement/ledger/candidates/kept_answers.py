@@ -104,16 +104,17 @@ def _search_all(
 ) -> Kept | None:
     """Every tree's candidates, by the bulk search; None when the answer depends
     on more than the trees (see the module's docstring)."""
-    trees = Trees.of(view, request, budget)
-    if trees is None or trees.groups is None:
-        return None
     whole = dataclasses.replace(request, limit=None)
     try:
-        ctx, grouped = search.run(view, whole, options, by_anchor=True, budget=budget)
+        searched = search.every_tree(view, whole, options, budget)
     except AnswerTooLarge:
         if request.limit:
             return None  # too many to keep, not to answer: the walk makes just `limit`
         raise
+    if searched is None:
+        return None
+    trees, ctx, grouped = searched
+    assert trees.groups is not None
     kept = Kept()
     if ctx is not None and grouped:  # (a search that found nothing gives [])
         owners, found = grouped

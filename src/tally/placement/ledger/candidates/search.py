@@ -92,6 +92,11 @@ class Names:
         )
 
 
+# What every search starts from (`_basics`): the request's names in ids, the
+# roots root_required allows (None: any), the holders of its traits, the sharing providers.
+Basics = tuple[Names, set[int] | None, dict[int, set[int]], set[int]]
+
+
 def run(
     snap: Source,
     request: CandidateRequest,
@@ -99,6 +104,7 @@ def run(
     narrow: bool = True,
     by_anchor: bool = False,
     budget: Budget | None = None,
+    basics: Basics | None = None,
 ) -> tuple[g.Context | None, list]:
     """The candidates, and the context that holds what was read to find them
     (with `by_anchor`: `(anchors, candidates)`, every candidate without a cut
@@ -111,11 +117,12 @@ def run(
 
     `budget` bounds the work (a new one from `options` when None); each try
     (the walk, the bulk search, the search in full) counts afresh under the
-    same deadline.
+    same deadline. `basics`: what `_basics` found of `request` on `snap`, when
+    already read.
     """
     if budget is None:
         budget = options.new_budget()
-    names, anchor_roots, holders, sharing = _basics(snap, request)
+    names, anchor_roots, holders, sharing = basics or _basics(snap, request)
     if anchor_roots is not None and not anchor_roots:
         return None, []
     anchors: dict[int, set[int]] = {}
@@ -168,9 +175,22 @@ def run(
     return ctx, _merge(ctx, request, parts, options)
 
 
-def _basics(
-    snap: Source, request: CandidateRequest
-) -> tuple[Names, set[int] | None, dict[int, set[int]], set[int]]:
+def every_tree(
+    snap: Source, request: CandidateRequest, options: Options, budget: Budget
+) -> tuple[Trees, g.Context | None, list] | None:
+    """For an answer kept per tree (kept_answers.py): the tree-by-tree search of
+    `request` (to search stale trees again later) and `run(..., by_anchor=True)`
+    of it, from its names read once; None as `Trees.of` (or when an unknown
+    aggregate or in_tree provider makes the answer empty)."""
+    basics = _basics(snap, request)
+    trees = Trees.of(snap, request, budget, basics)
+    if trees is None or trees.groups is None:
+        return None
+    ctx, grouped = run(snap, request, options, by_anchor=True, budget=budget, basics=basics)
+    return trees, ctx, grouped
+
+
+def _basics(snap: Source, request: CandidateRequest) -> Basics:
     """What every search starts from: the request's names in ids, the roots
     root_required allows (None: any), the holders of the traits it names, and
     the sharing providers."""
@@ -233,10 +253,12 @@ class Trees:
         self._into: dict[int, list[int]] | None = None
 
     @classmethod
-    def of(cls, snap: Source, request: CandidateRequest, budget: Budget) -> Trees | None:
+    def of(
+        cls, snap: Source, request: CandidateRequest, budget: Budget, basics: Basics | None = None
+    ) -> Trees | None:
         """The tree-by-tree search for `request`; None when it names an unknown
         class or trait (the bulk search reports which) or no root qualifies."""
-        names, anchor_roots, holders, sharing = _basics(snap, request)
+        names, anchor_roots, holders, sharing = basics or _basics(snap, request)
         if _any_unknown(names, request, 0) or (anchor_roots is not None and not anchor_roots):
             return None
         return cls(snap, request, names, holders, sharing, anchor_roots, budget)
