@@ -84,7 +84,7 @@ def ask(engine: sa.Engine, index: Index, query: str, **options: object) -> dict:
 
 
 def kept(index: Index) -> int:
-    return len(index.answers._kept)
+    return len(index.kept.answers._kept)
 
 
 @pytest.fixture

@@ -314,3 +314,64 @@ def test_a_ring_is_found(tmp_path):
     )
     (package / "c.py").write_text("from tally import a\n")
     assert import_rings(package) == [["tally.a", "tally.b"]]
+
+
+CANDIDATES = SRC / "placement" / "ledger" / "candidates"
+# The modules that may read the index's structures: the index itself, and the one
+# that adapts it to the search's `Source` (view.py).
+INDEX_ADAPTER = {CANDIDATES / "index.py", CANDIDATES / "view.py"}
+
+
+def _source_offences(path: Path) -> list[str]:
+    """Where `path` asks its source which class it is (`isinstance(x, View)`),
+    reaches into the index (`<anything>.index.<name>`) or finds a process-wide
+    index (`index.shared`, `shared_index`)."""
+    found = []
+    shown = path.relative_to(SRC.parent) if path.is_relative_to(SRC.parent) else path.name
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        where = f"{shown}:{getattr(node, 'lineno', '?')}"
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+            kinds = node.args[1] if len(node.args) == 2 else None
+            names = kinds.elts if isinstance(kinds, ast.Tuple) else [kinds]
+            if any(getattr(name, "id", getattr(name, "attr", None)) == "View" for name in names):
+                found.append(f"{where}: isinstance(..., View)")
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "index"
+            and path not in INDEX_ADAPTER
+        ):
+            found.append(f"{where}: .index.{node.attr} outside the index's adapter")
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.endswith(".index"):
+            if any(alias.name == "shared" for alias in node.names):
+                found.append(f"{where}: imports index.shared")
+        if isinstance(node, ast.Name | ast.Attribute) and "shared_index" in (
+            getattr(node, "id", None),
+            getattr(node, "attr", None),
+        ):
+            found.append(f"{where}: shared_index")
+    return found
+
+
+def test_the_search_speaks_to_one_source():
+    """No `isinstance(..., View)` in src/, no `.index.` outside the index's adapter,
+    and no process-wide index (create_app hands each app its own, or the one given)."""
+    offences = [o for path in sorted(SRC.rglob("*.py")) for o in _source_offences(path)]
+    assert offences == []
+    from tally.placement.ledger.candidates import index
+
+    assert not hasattr(index, "shared")
+
+
+def test_source_offences_are_found(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(
+        "from tally.placement.ledger.candidates.index import shared\n"
+        "if isinstance(snap, (Snapshot, views.View)):\n"
+        "    snap.index.roots\n"
+    )
+    assert _source_offences(bad) == [
+        "bad.py:1: imports index.shared",
+        "bad.py:2: isinstance(..., View)",
+        "bad.py:3: .index.roots outside the index's adapter",
+    ]

@@ -9,7 +9,7 @@ import sqlalchemy as sa
 from tally.config import Settings
 from tally.db.engine import make_engine
 from tally.placement import cors, error_responses, middleware, openapi, policy
-from tally.placement.context import Service
+from tally.placement.context import Service, new_index
 from tally.placement.handlers import (
     aggregates,
     allocations,
@@ -24,6 +24,7 @@ from tally.placement.handlers import (
     traits,
     usages,
 )
+from tally.placement.ledger.candidates import Index
 from tally.placement.ledger.errors import TallyError
 from tally.placement.ledger.history_records import Pruner
 
@@ -56,11 +57,18 @@ ROUTES = (
 )
 
 
-def create_app(settings: Settings, engine: sa.Engine | None = None) -> falcon.App:
+def create_app(
+    settings: Settings, engine: sa.Engine | None = None, index: Index | None = None
+) -> falcon.App:
     """Build the Placement app over a prepared database
-    (`ledger.bootstrap.prepare_database`, run by `tally serve` and `tally db upgrade`)."""
+    (`ledger.bootstrap.prepare_database`, run by `tally serve` and `tally db upgrade`).
+    It searches `index`, or an index of its own (`context.new_index`): apps handed
+    the same index (in one process, over one database) share one copy; the
+    page and the doctor's in-process client reach it through this app."""
     engine = engine or make_engine(settings.database)
-    service = Service(engine=engine, settings=settings)
+    if index is None:
+        index = new_index(settings)
+    service = Service(engine=engine, settings=settings, candidates_index=index)
     app = falcon.App(
         middleware=[
             middleware.DatabaseWaits(),

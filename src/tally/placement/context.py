@@ -8,7 +8,13 @@ import sqlalchemy as sa
 
 from tally.config import Settings
 from tally.placement.ledger.candidates.index import Index
-from tally.placement.ledger.candidates.index import shared as shared_index
+
+
+def new_index(settings: Settings) -> Index | None:
+    """An in-memory index of the database for one app (None when
+    `candidates_index_max_mb = 0` turns it off); empty until its first search."""
+    max_mb = settings.candidates_index_max_mb
+    return Index(max_mb) if max_mb > 0 else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -17,12 +23,12 @@ class Service:
 
     engine: sa.Engine
     settings: Settings
+    candidates_index: Index | None = None  # built by `create_app` (or handed to it)
 
     def index(self) -> Index | None:
-        """This process's in-memory index of the database, which candidates and
+        """The app's in-memory index of the database, which candidates and
         provider listings read (None: `candidates_index_max_mb = 0` turned it off)."""
-        max_mb = self.settings.candidates_index_max_mb
-        return shared_index(self.engine, max_mb) if max_mb > 0 else None
+        return self.candidates_index
 
 
 @dataclasses.dataclass(frozen=True)

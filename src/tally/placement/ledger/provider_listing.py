@@ -41,10 +41,9 @@ def _canonical(text: str) -> bool:
 
 def matching(view: View, f: ProviderFilter) -> list[int]:
     """The ids of the providers matching `f`, in order."""
-    index = view.index
     names = set().union(*f.required_traits, f.forbidden_traits)
-    trait_ids = known_ids(index.trait_ids, names, UNKNOWN_TRAITS)
-    class_ids = known_ids(index.class_ids, set(f.resources), UNKNOWN_CLASSES)
+    trait_ids = known_ids(view.trait_ids(names), names, UNKNOWN_TRAITS)
+    class_ids = known_ids(view.class_ids(f.resources), set(f.resources), UNKNOWN_CLASSES)
     kept: set[int] | None = None  # None: every provider so far
 
     def keep(providers: set[int]) -> None:
@@ -52,19 +51,16 @@ def matching(view: View, f: ProviderFilter) -> list[int]:
         kept = providers if kept is None else kept & providers
 
     if f.in_tree is not None:
-        rp = index.by_uuid.get(f.in_tree)
-        keep(set(index.trees.get(index.root_of[rp], ())) if rp is not None else set())
+        keep(set(view.tree_of(f.in_tree)))
     for any_of in f.required_traits:
-        keep(set().union(*(index.holders.get(trait_ids[name], ()) for name in any_of)))
+        keep(set().union(*(view.holders_of(trait_ids[name]) for name in any_of)))
     for any_of in f.member_of:
-        known = [index.aggregate_ids[u] for u in any_of if u in index.aggregate_ids]
-        keep(set().union(*(index.members.get(agg, ()) for agg in known)))
+        keep(set().union(*(view.in_aggregate(agg_uuid) for agg_uuid in any_of)))
     for name, amount in f.resources.items():
-        keep({stock[0] for stock in index.fitting(class_ids[name], amount)})
-    found = set(index.rows) if kept is None else kept
+        keep(view.fitting_providers(class_ids[name], amount))
+    found = set(view.providers()) if kept is None else kept
     for name in f.forbidden_traits:
-        found -= index.holders.get(trait_ids[name], set())
+        found -= view.holders_of(trait_ids[name])
     for agg_uuid in f.forbidden_aggregates:
-        if agg_uuid in index.aggregate_ids:
-            found -= index.members.get(index.aggregate_ids[agg_uuid], set())
+        found -= view.in_aggregate(agg_uuid)
     return sorted(found)

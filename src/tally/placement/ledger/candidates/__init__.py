@@ -6,21 +6,26 @@ imports point down this list only (a test checks the import graph has no ring).
     render.py        the answer written straight to JSON (newest shape)
     summaries.py     limit, provider summaries, the answer in uuids and names
     search.py        names -> ids, run the groups, combine them into candidates
-    walk.py          ... tree by tree, stopping at `limit` (over the index)
+    walk.py          ... tree by tree, stopping at `limit` (over a whole source)
     combine.py       one part of every group per anchor tree
     narrow.py        the trees that can anchor a candidate at all
     groups.py        what each group can take, per anchor tree
+    options.py       how the server runs a search (cap, order, sampling, budget)
     budget.py        how much work one search may do, and for how long
     request.py       the query as request groups and request-wide parameters
-    view.py          the index in the snapshot's shape, for one search
+    source.py        `Source`: every question the steps above ask of what they read
+    view.py          the index as a Source, for one search (the one module that
+                     reads the index's structures)
     index.py         the data held in memory per worker, kept current by the
-                     ledger journal (the default), with answer_cache.py's store
-    snapshot.py      the same data read in a few bulk SQL queries (the fallback),
+                     ledger journal (the default); it tells answer_cache.py's
+                     `KeptAnswers` what changed, once per load or catch-up
+    snapshot.py      the Source read in a few bulk SQL queries (the fallback),
                      and the data shapes (stock rows, parts, candidates)
 
 `find_candidates` is the one entry point (`search_in` for a connection already
-open, always on the database); `candidates_answer` gives the same answer as the
-JSON body of the newest microversion (`candidates_json`, joined).
+open, always on the database; `search_over` for any `Source`); `candidates_answer`
+gives the same answer as the JSON body of the newest microversion
+(`candidates_json`, joined; `answer_over` for any `Source`).
 """
 
 from __future__ import annotations
@@ -36,13 +41,12 @@ from tally.placement.ledger.candidates import render, search, summaries
 from tally.placement.ledger.candidates import view as views
 from tally.placement.ledger.candidates.budget import AnswerTooLarge, SearchTooLong
 from tally.placement.ledger.candidates.index import Index
-from tally.placement.ledger.candidates.index import shared as shared_index
+from tally.placement.ledger.candidates.options import Options
 from tally.placement.ledger.candidates.render import Answer
 from tally.placement.ledger.candidates.request import CandidateRequest
-from tally.placement.ledger.candidates.search import Options
 from tally.placement.ledger.candidates.snapshot import Snapshot
+from tally.placement.ledger.candidates.source import Source
 from tally.placement.ledger.candidates.summaries import Result
-from tally.placement.ledger.candidates.view import View
 
 __all__ = [
     "Answer",
@@ -52,11 +56,13 @@ __all__ = [
     "Options",
     "Result",
     "SearchTooLong",
+    "Source",
+    "answer_over",
     "candidates_answer",
     "candidates_json",
     "find_candidates",
     "search_in",
-    "shared_index",
+    "search_over",
 ]
 
 
@@ -69,7 +75,7 @@ def find_candidates(
     """Allocation requests and provider summaries satisfying `request`: from
     `index` brought up to date, else read from the database, in one transaction."""
     with _source(engine, index) as source:
-        return _search(source, request, options)
+        return search_over(source, request, options)
 
 
 def candidates_answer(
@@ -82,7 +88,7 @@ def candidates_answer(
     summaries with parents and roots), made while the index is held, in the pieces
     a server sends a chunk at a time."""
     with _source(engine, index) as source:
-        return _render(source, request, options or Options())
+        return answer_over(source, request, options)
 
 
 def candidates_json(
@@ -96,7 +102,7 @@ def candidates_json(
 
 
 @contextlib.contextmanager
-def _source(engine: sa.Engine, index: Index | None) -> Iterator[Snapshot | View]:
+def _source(engine: sa.Engine, index: Index | None) -> Iterator[Source]:
     """What a search reads, in one transaction: `index` brought up to date, or
     the database when there is none or it is off."""
     if index is not None:
@@ -108,13 +114,16 @@ def _source(engine: sa.Engine, index: Index | None) -> Iterator[Snapshot | View]
         yield Snapshot(conn)
 
 
-def _render(source: Snapshot | View, request: CandidateRequest, options: Options) -> Answer:
+def answer_over(
+    source: Source, request: CandidateRequest, options: Options | None = None
+) -> Answer:
+    """`candidates_answer` over `source` (held for as long as this runs)."""
+    options = options or Options()
     budget = options.new_budget()  # the deadline runs from here, the count per try
-    if isinstance(source, View):
-        kept = answers.body(source, request, options, budget)
-        if kept is not None:
-            return kept
-        budget = budget.fresh()
+    kept = answers.body(source, request, options, budget)
+    if kept is not None:
+        return kept
+    budget = budget.fresh()
     ctx, found = search.run(source, request, options, budget=budget)
     if ctx is None:
         return render.EMPTY
@@ -125,10 +134,13 @@ def search_in(
     conn: sa.Connection, request: CandidateRequest, options: Options | None = None
 ) -> Result:
     """The search on the database, over a connection already open."""
-    return _search(Snapshot(conn), request, options)
+    return search_over(Snapshot(conn), request, options)
 
 
-def _search(source: Snapshot | View, request: CandidateRequest, options: Options | None) -> Result:
+def search_over(
+    source: Source, request: CandidateRequest, options: Options | None = None
+) -> Result:
+    """`find_candidates` over `source` (held for as long as this runs)."""
     options = options or Options()
     ctx, found = search.run(source, request, options)
     if ctx is None:

@@ -1,11 +1,17 @@
-"""The store of kept answers (kept_answers.py fills and reads it): per request
-shape, each anchor tree's candidates as JSON text, until the tree changes. The
-index owns one and marks trees stale as writes come in."""
+"""What the index path keeps between searches (`KeptAnswers`): the store of
+kept answers (kept_answers.py fills and reads it: per request shape, each
+anchor tree's candidates as JSON text, until the tree changes), each provider's
+summary, and allocation requests as JSON. The index holds data only and tells
+it what changed, once per load or catch-up."""
 
 from __future__ import annotations
 
 import bisect
 import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import orjson
 
 from tally.placement.ledger.candidates.snapshot import Candidate
 
@@ -14,6 +20,7 @@ CANDIDATES_KEPT = 150_000  # candidates kept over all shapes (about 50 MiB)
 ASKS_REMEMBERED = 256  # shapes whose asks are counted, to keep a `limit`ed one asked twice
 STALE_SHARE = 8  # search in bulk again once more than 1/8 of the trees are stale
 STALE_MIN = 256  # (and more than this many)
+REQUEST_TEXTS_KEPT = 50_000  # allocation requests kept as JSON (about 20 MiB)
 
 # One tree's candidates: their texts, and per candidate (roots of the trees it
 # takes from when not just the anchor's, itself when it may come again from
@@ -105,3 +112,94 @@ class Answers:
 
     def drop(self, key: tuple) -> None:
         self._kept.pop(key, None)
+
+
+@dataclasses.dataclass
+class Changed:
+    """What one load or catch-up of the index changed, told to `KeptAnswers`."""
+
+    everything: bool = False  # classes or traits renamed: nothing kept holds
+    reloaded: bool = False  # loaded whole: nothing kept holds, and asks count afresh
+    providers: set[int] = dataclasses.field(default_factory=set)  # summaries gone stale
+    anchors: set[int] = dataclasses.field(default_factory=set)  # trees whose answers did
+    ids_reused: bool = False  # a provider row went (SQLite may give its id to another)
+
+
+class KeptAnswers:
+    """What the index path writes once and keeps until it changes: answers per
+    request shape (`answers`), each provider's summary (as a dict and as JSON)
+    and allocation requests as JSON. Built from the index's data through
+    `summary_of` and `uuid_of`; the index tells it what changed (`changed`),
+    once at the end of each load or catch-up. Used under the index's lock."""
+
+    def __init__(
+        self, summary_of: Callable[[int], dict[str, Any]], uuid_of: Callable[[int], str]
+    ) -> None:
+        self._summary_of, self._uuid_of = summary_of, uuid_of
+        self.answers = Answers()  # request shape -> candidates per tree (kept_answers.py)
+        self._summaries: dict[int, dict[str, Any]] = {}
+        self._summaries_json: dict[int, bytes] = {}  # provider -> b'"uuid":{...}'
+        # group suffixes -> candidate -> its allocation request as JSON (render.py)
+        self._request_texts: dict[tuple[str, ...], dict[tuple, str]] = {}
+
+    def keeps_answers(self) -> bool:
+        """Whether some answer is kept (else no tree needs marking stale)."""
+        return bool(self.answers)
+
+    def changed(self, change: Changed) -> None:
+        """Forget what `change` made stale."""
+        if change.everything or change.reloaded:
+            self._summaries.clear()
+            self._summaries_json.clear()
+            self._request_texts.clear()
+            if change.reloaded:
+                self.answers = Answers()
+            else:
+                self.answers.clear()
+            return
+        for rp in change.providers:
+            self._summaries.pop(rp, None)
+            self._summaries_json.pop(rp, None)
+        if change.ids_reused:
+            self._request_texts.clear()
+        if self.answers:
+            self.answers.stale(change.anchors)
+
+    def summaries(self, providers: list[int]) -> dict[str, dict[str, Any]]:
+        """Summaries by provider uuid, in the order given."""
+        kept, build, uuid = self._summaries, self.summary, self._uuid_of
+        return {uuid(rp): kept.get(rp) or build(rp) for rp in providers}
+
+    def summary(self, rp: int) -> dict[str, Any]:
+        """A provider's summary with every class it has (kept until it changes;
+        never modified once built, so an answer being written can hold it)."""
+        found = self._summaries.get(rp)
+        if found is None:
+            found = self._summaries[rp] = self._summary_of(rp)
+        return found
+
+    def summaries_json(self, providers: list[int]) -> list[bytes]:
+        """Each provider's `"uuid":{summary}` as JSON (bytes: an answer is joined
+        from them without another copy as text), in the order given."""
+        kept, build = self._summaries_json, self._summary_json
+        return [kept.get(rp) or build(rp) for rp in providers]
+
+    def _summary_json(self, rp: int) -> bytes:
+        """(The summary as a dict is not kept for it: the dicts of a whole answer's
+        100,000 providers held 62 MiB beside their 28 MiB of JSON.)"""
+        summary = self._summaries.get(rp) or self._summary_of(rp)
+        found = self._summaries_json[rp] = b'"%s":%s' % (
+            self._uuid_of(rp).encode(),
+            orjson.dumps(summary),
+        )
+        return found
+
+    def request_texts(self, suffixes: tuple[str, ...]) -> dict[tuple, str]:
+        """Allocation requests already written as JSON (render.py), by candidate,
+        for requests with these group suffixes. The text is a function of the
+        candidate's ids alone (usage plays no part), so it stays right while no
+        provider is deleted (SQLite may hand its id to the next one) and no class
+        renamed; at most REQUEST_TEXTS_KEPT are kept."""
+        if sum(map(len, self._request_texts.values())) > REQUEST_TEXTS_KEPT:
+            self._request_texts.clear()
+        return self._request_texts.setdefault(suffixes, {})

@@ -18,13 +18,12 @@ from __future__ import annotations
 import itertools
 import math
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from tally.db import tree_rules
 from tally.placement.ledger.candidates import groups as g
 from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.snapshot import Alloc, Candidate, Part, Stock, room
-from tally.placement.ledger.candidates.view import View
 from tally.placement.ledger.errors import ParentLoopFound
 
 FEW_COMBINATIONS = 64  # per anchor: test every combination of parts, not walk them
@@ -52,17 +51,21 @@ class Room(dict):
         self,
         stock: dict[int, list[Stock]],
         classes: set[int],
-        by_class: dict[int, dict[int, Stock]] | None = None,
+        class_stock: Callable[[int], Mapping[int, Stock]] | None = None,
     ) -> None:
         super().__init__()
         self.stock, self.classes = stock, classes
-        self.rows: dict[int, dict[int, Stock]] = by_class if by_class is not None else {}
+        self.class_stock = class_stock  # a whole source's own rows by provider
+        self.rows: dict[int, Mapping[int, Stock]] = {}
 
     def __missing__(self, key: tuple[int, int]) -> int:
         rp, rc = key
         rows = self.rows.get(rc)
         if rows is None:
-            rows = self.rows[rc] = {s[0]: s for s in self.stock.get(rc, ())}
+            if self.class_stock is not None:
+                rows = self.rows[rc] = self.class_stock(rc)
+            else:
+                rows = self.rows[rc] = {s[0]: s for s in self.stock.get(rc, ())}
         found = self[key] = room(rows[rp])
         return found
 
@@ -86,8 +89,8 @@ class Combiner:
         class_ids = {name: rc for rc, name in ctx.class_names.items()}
         counts = Counter(class_ids[name] for group in request.groups for name in group.resources)
         shared = {rc for rc, n in counts.items() if n > 1}
-        index = ctx.snap.index.by_class if isinstance(ctx.snap, View) else None
-        self.room = Room(ctx.stock, shared, index)
+        whole = ctx.snap.class_stock if ctx.snap.whole else None  # (else: from the stock read)
+        self.room = Room(ctx.stock, shared, whole)
         self.ancestors: dict[int, frozenset[int]] = {}
         if self.subtrees:  # ancestry: providers come from the anchor trees or share
             snap = ctx.snap

@@ -23,8 +23,8 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 
 from tally.placement.ledger.candidates.budget import Budget
 from tally.placement.ledger.candidates.request import RequestGroup
-from tally.placement.ledger.candidates.snapshot import Part, Snapshot, Stock
-from tally.placement.ledger.candidates.view import View
+from tally.placement.ledger.candidates.snapshot import Part, Stock
+from tally.placement.ledger.candidates.source import Source
 
 
 @dataclasses.dataclass
@@ -44,7 +44,7 @@ class GroupIds:
 class Context:
     """What every group's search shares."""
 
-    snap: Snapshot | View
+    snap: Source
     stock: dict[int, list[Stock]]  # class id -> inventories of the requested classes
     holders: dict[int, set[int]]  # trait id -> providers with it
     sharing: set[int]  # providers with MISC_SHARES_VIA_AGGREGATE

@@ -8,8 +8,10 @@ it, reloads just the providers changed since (a full reload only after a gap
 the journal no longer covers). Writes never read the index: a claim's capacity
 check stays in its own database transaction.
 
-`View` (view.py) answers the `Snapshot` questions from the index, so the search
-and the summaries run unchanged over either.
+`View` (view.py) adapts it to the search's `Source` (source.py): the one module
+that reads these structures. What the index path keeps between searches (the
+rendering caches, kept answers) is `KeptAnswers` (answer_cache.py), told what
+changed once per load or catch-up: the index holds data only.
 """
 
 from __future__ import annotations
@@ -19,12 +21,10 @@ import contextlib
 import logging
 import resource
 import threading
-import weakref
 from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any
 
-import orjson
 import sqlalchemy as sa
 
 from tally import memory
@@ -32,7 +32,7 @@ from tally.db import journal
 from tally.db import schema as t
 from tally.db.row_rules import inventory_fault
 from tally.db.transaction import transaction
-from tally.placement.ledger.candidates.answer_cache import Answers
+from tally.placement.ledger.candidates.answer_cache import Changed, KeptAnswers
 from tally.placement.ledger.candidates.snapshot import (
     INVENTORY_FIELDS,
     SHARING_TRAIT,
@@ -46,7 +46,6 @@ from tally.placement.ledger.common import among
 LOG = logging.getLogger(__name__)
 CHUNK = 500  # ids per IN list when reloading a set of providers
 FITTING_KEPT = 32  # amounts per class whose fitting inventories are kept
-REQUEST_TEXTS_KEPT = 50_000  # allocation requests kept as JSON (about 20 MiB)
 
 _RP, _INV, _ALLOC = t.resource_providers, t.inventories, t.allocations
 _RPT, _RPA, _AGG = (
@@ -56,21 +55,6 @@ _RPT, _RPA, _AGG = (
 )
 
 Inventory = tuple[int, int, int, int]  # capacity, min_unit, max_unit, step_size
-
-
-_SHARED: weakref.WeakValueDictionary[str, Index] = weakref.WeakValueDictionary()
-_SHARED_LOCK = threading.Lock()
-
-
-def shared(engine: sa.Engine, max_mb: int) -> Index:
-    """The one index of this process for the database of `engine`: every app on it
-    (Placement, the operator page's own client) searches the same copy."""
-    key = engine.url.render_as_string(hide_password=False)
-    with _SHARED_LOCK:
-        index = _SHARED.get(key)
-        if index is None:
-            index = _SHARED[key] = Index(max_mb)
-        return index
 
 
 def rss_mb() -> float:
@@ -94,6 +78,10 @@ class Index:
         self.grown_mb = 0.0  # resident memory the last full load added
         self.measure = rss_mb
         self._lock = threading.Lock()
+        # what the index path keeps between searches, told what changed once per
+        # load or catch-up (`_changed`, gathered meanwhile)
+        self.kept = KeptAnswers(self.summary_of, self.uuid_of)
+        self._changed = Changed()
         self._clear()
 
     def _clear(self) -> None:
@@ -117,11 +105,7 @@ class Index:
         self.class_names: dict[int, str] = {}
         self.trait_ids: dict[str, int] = {}
         self.trait_names: dict[int, str] = {}
-        self._summaries: dict[int, dict[str, Any]] = {}
-        self._summaries_json: dict[int, bytes] = {}  # provider -> b'"uuid":{...}'
-        # group suffixes -> candidate -> its allocation request as JSON (render.py)
-        self._request_texts: dict[tuple[str, ...], dict[tuple, str]] = {}
-        self.answers = Answers()  # request shape -> candidates per tree (answers.py)
+        self._changed.reloaded = True
 
     @contextlib.contextmanager
     def held(self, engine: sa.Engine) -> Iterator[bool]:
@@ -148,7 +132,15 @@ class Index:
         """Replay the journal since `writers` (a reload is idempotent: a catch-up
         the database failed is replayed whole next time), or load everything. Any
         other failure leaves what the index holds unknown: the next one loads it
-        whole, rather than failing the same way until the worker restarts."""
+        whole, rather than failing the same way until the worker restarts. What
+        changed is told to the kept answers at the end, whatever happened."""
+        try:
+            self._catch_up_or_load(conn)
+        finally:
+            changed, self._changed = self._changed, Changed()
+            self.kept.changed(changed)
+
+    def _catch_up_or_load(self, conn: sa.Connection) -> None:
         if self.version is not None:  # (caught up by another thread meanwhile: nothing new)
             found = journal.since(conn, self.writers)
             if found is not None and journal.EVERYTHING not in found.providers:
@@ -167,10 +159,7 @@ class Index:
         changed = found.providers
         if journal.NAMES in changed:
             self._load_names(conn)
-            self._summaries.clear()  # a renamed class shows in every summary
-            self._summaries_json.clear()
-            self._request_texts.clear()
-            self.answers.clear()
+            self._changed.everything = True  # a renamed class shows in every summary
         changed.discard(journal.NAMES)
         if changed:
             self._reload(conn, changed, found.usage_only)
@@ -214,7 +203,8 @@ class Index:
         """Read these providers again; of those in `usage_only` (held, and changed
         only by claims), just their usage."""
         uuids = {rp: self.rows[rp][0] for rp in ids if rp in self.rows}
-        touched = self._anchors_touched(ids) if self.answers else set()
+        marking = self.kept.keeps_answers()
+        touched = self._anchors_touched(ids) if marking else set()
         quick = sorted(usage_only & uuids.keys())
         for start in range(0, len(quick), CHUNK):
             self._load_usage(conn, quick[start : start + CHUNK])
@@ -223,9 +213,9 @@ class Index:
             self._load(conn, ordered[start : start + CHUNK])
         rows = self.rows
         if any(rp not in rows or rows[rp][0] != uuid for rp, uuid in uuids.items()):
-            self._request_texts.clear()  # deleted (SQLite may give its id to another)
-        if self.answers:
-            self.answers.stale(touched | self._anchors_touched(ids))
+            self._changed.ids_reused = True  # deleted (SQLite may give its id to another)
+        if marking:
+            self._changed.anchors |= touched | self._anchors_touched(ids)
 
     def _anchors_touched(self, ids: set[int]) -> set[int]:
         """The trees whose candidates these providers take part in: their own,
@@ -266,8 +256,7 @@ class Index:
             self.holders[trait].discard(rp)
         for agg in self.aggregates.pop(rp, ()):
             self.members[agg].discard(rp)
-        self._summaries.pop(rp, None)
-        self._summaries_json.pop(rp, None)
+        self._changed.providers.add(rp)
 
     def _load(self, conn: sa.Connection, ids: list[int] | None) -> None:
         """Read the given providers (None: all) into the index, changing only what
@@ -296,8 +285,7 @@ class Index:
                 continue
             if rp not in loaded:
                 self._enter(rp, uuid, parent, root)
-            self._summaries.pop(rp, None)
-            self._summaries_json.pop(rp, None)
+            self._changed.providers.add(rp)
             present.append(rp)
         if len(present) < len(batch):
             self._drop_orphans()
@@ -323,9 +311,8 @@ class Index:
         """Read the usage of providers the index holds (changed only by claims: the
         journal says so; a deletion since would be noted as more)."""
         read = _Read(conn, ids, self.class_names, usage_only=True)
+        self._changed.providers.update(ids)
         for rp in ids:
-            self._summaries.pop(rp, None)
-            self._summaries_json.pop(rp, None)
             self._restock(rp, self.inventories.get(rp, {}), read.used.get(rp, {}))
 
     def _enter(self, rp: int, uuid: str, parent: int | None, root: int) -> None:
@@ -380,11 +367,6 @@ class Index:
             found = self._stock_lists[rc] = [rows[rp] for rp in sorted(rows)]
         return found
 
-    def summaries(self, providers: list[int]) -> dict[str, dict[str, Any]]:
-        """Summaries by provider uuid, in the order given."""
-        kept, rows, build = self._summaries, self.rows, self.summary
-        return {rows[rp][0]: kept.get(rp) or build(rp) for rp in providers}
-
     def fitting(self, rc: int, amount: int) -> list[Stock]:
         """The inventories of a class one allocation of `amount` fits in, in
         provider id order (kept for the last FITTING_KEPT amounts of each class)."""
@@ -396,41 +378,11 @@ class Index:
             found = by_amount[amount] = fitting(self.stock_list(rc), amount)
         return found
 
-    def request_texts(self, suffixes: tuple[str, ...]) -> dict[tuple, str]:
-        """Allocation requests already written as JSON (render.py), by candidate,
-        for requests with these group suffixes. The text is a function of the
-        candidate's ids alone (usage plays no part), so it stays right while no
-        provider is deleted (SQLite may hand its id to the next one) and no class
-        renamed; at most REQUEST_TEXTS_KEPT are kept."""
-        if sum(map(len, self._request_texts.values())) > REQUEST_TEXTS_KEPT:
-            self._request_texts.clear()
-        return self._request_texts.setdefault(suffixes, {})
+    def uuid_of(self, rp: int) -> str:
+        return self.rows[rp][0]
 
-    def summaries_json(self, providers: list[int]) -> list[bytes]:
-        """Each provider's `"uuid":{summary}` as JSON (bytes: an answer is joined
-        from them without another copy as text), in the order given."""
-        kept, build = self._summaries_json, self._summary_json
-        return [kept.get(rp) or build(rp) for rp in providers]
-
-    def _summary_json(self, rp: int) -> bytes:
-        """(The summary as a dict is not kept for it: the dicts of a whole answer's
-        100,000 providers held 62 MiB beside their 28 MiB of JSON.)"""
-        summary = self._summaries.get(rp) or self._summary_of(rp)
-        found = self._summaries_json[rp] = b'"%s":%s' % (
-            self.rows[rp][0].encode(),
-            orjson.dumps(summary),
-        )
-        return found
-
-    def summary(self, rp: int) -> dict[str, Any]:
-        """A provider's summary with every class it has (kept until it changes;
-        never modified once built, so an answer being written can hold it)."""
-        found = self._summaries.get(rp)
-        if found is None:
-            found = self._summaries[rp] = self._summary_of(rp)
-        return found
-
-    def _summary_of(self, rp: int) -> dict[str, Any]:
+    def summary_of(self, rp: int) -> dict[str, Any]:
+        """A provider's summary with every class it has, as the answer shows it."""
         _, parent, root = self.rows[rp]
         used = self.used.get(rp, {})
         names = self.class_names

@@ -28,21 +28,23 @@ from collections.abc import Iterable
 from tally.placement.ledger.candidates import render, search
 from tally.placement.ledger.candidates.answer_cache import Kept, Tree
 from tally.placement.ledger.candidates.budget import AnswerTooLarge, Budget
+from tally.placement.ledger.candidates.options import Options
 from tally.placement.ledger.candidates.request import CandidateRequest
-from tally.placement.ledger.candidates.search import Options, Trees
+from tally.placement.ledger.candidates.search import Trees
 from tally.placement.ledger.candidates.snapshot import Candidate
-from tally.placement.ledger.candidates.view import View
+from tally.placement.ledger.candidates.source import Source
 
 
 def body(
-    view: View, request: CandidateRequest, options: Options, budget: Budget
+    view: Source, request: CandidateRequest, options: Options, budget: Budget
 ) -> render.Answer | None:
     """The JSON body from the kept answer of this request shape, brought up to
-    date; None when the shape is not kept (the caller searches as usual, with a
-    fresh count of `budget`)."""
-    if not _keepable(request, options):
+    date; None when the source keeps no answers or the shape is not kept (the
+    caller searches as usual, with a fresh count of `budget`)."""
+    store = view.kept()
+    if store is None or not _keepable(request, options):
         return None
-    answers = view.index.answers
+    answers = store.answers
     key = signature(request)
     kept = answers.get(key)
     if kept is None:
@@ -98,20 +100,21 @@ def signature(request: CandidateRequest) -> tuple:
 
 
 def _search_all(
-    view: View, request: CandidateRequest, options: Options, budget: Budget
+    view: Source, request: CandidateRequest, options: Options, budget: Budget
 ) -> Kept | None:
     """Every tree's candidates, by the bulk search; None when the answer depends
     on more than the trees (see the module's docstring)."""
-    trees = Trees.of(view, request, budget)
-    if trees is None or trees.groups is None:
-        return None
     whole = dataclasses.replace(request, limit=None)
     try:
-        ctx, grouped = search.run(view, whole, options, by_anchor=True, budget=budget)
+        searched = search.every_tree(view, whole, options, budget)
     except AnswerTooLarge:
         if request.limit:
             return None  # too many to keep, not to answer: the walk makes just `limit`
         raise
+    if searched is None:
+        return None
+    trees, ctx, grouped = searched
+    assert trees.groups is not None
     kept = Kept()
     if ctx is not None and grouped:  # (a search that found nothing gives [])
         owners, found = grouped
@@ -122,7 +125,7 @@ def _search_all(
     return kept
 
 
-def _refresh(view: View, request: CandidateRequest, budget: Budget, kept: Kept) -> bool:
+def _refresh(view: Source, request: CandidateRequest, budget: Budget, kept: Kept) -> bool:
     """Search the stale trees again; False when the answer now depends on more
     than them (an in_tree provider moved, or see the module's docstring) or
     would pass the budget. The kept answer changes only once all of it is written."""
@@ -131,13 +134,13 @@ def _refresh(view: View, request: CandidateRequest, budget: Budget, kept: Kept) 
         return False
     if tuple(ids.tree for ids in trees.groups) != kept.in_trees:
         return False
-    roots = view.index.roots
+    root_of = view.root_of() or {}
     stale = sorted(kept.stale)
     owners: list[int] = []
     found: list[Candidate] = []
     try:
         for anchor in stale:
-            here = trees.at(anchor) if anchor in roots else []
+            here = trees.at(anchor) if root_of.get(anchor) == anchor else []
             owners += [anchor] * len(here)
             found += here
     except AnswerTooLarge:
@@ -188,7 +191,7 @@ def _extra(
     return (None if roots == {anchor} else roots, candidate if alone else None)
 
 
-def _write(view: View, kept: Kept, limit: int | None, randomize: bool) -> render.Answer:
+def _write(view: Source, kept: Kept, limit: int | None, randomize: bool) -> render.Answer:
     """The answer from the kept trees, as `render.body` writes it: the first
     `limit` distinct candidates in anchor order (trees in a random order with
     `randomize`), and the summaries of every provider of the trees they take from."""
@@ -202,8 +205,9 @@ def _write(view: View, kept: Kept, limit: int | None, randomize: bool) -> render
         requests, roots = kept.whole
     if not requests:
         return render.EMPTY
-    index = view.index
-    return render.joined(requests, index, set().union(*map(index.trees.__getitem__, roots)))
+    store = view.kept()
+    assert store is not None  # (`body` answers only from a source that keeps answers)
+    return render.joined(requests, store, view.tree_members(roots))
 
 
 def _chosen(kept: Kept, limit: int | None, randomize: bool) -> tuple[list[str], set[int]]:

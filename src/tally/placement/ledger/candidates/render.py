@@ -23,10 +23,9 @@ from tally.placement.ledger.candidates.groups import Context
 from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.snapshot import Candidate
 from tally.placement.ledger.candidates.summaries import Chosen, summaries_of
-from tally.placement.ledger.candidates.view import View
 
 if TYPE_CHECKING:
-    from tally.placement.ledger.candidates.index import Index
+    from tally.placement.ledger.candidates.answer_cache import KeptAnswers
 
 SUMMARIES_A_CHUNK = 1000  # (about 330 KB of JSON)
 
@@ -71,17 +70,17 @@ def body(ctx: Context, request: CandidateRequest, chosen: Chosen) -> Answer:
         return EMPTY
     found, members, roots = chosen
     requests = ",".join(allocation_requests(ctx, request, found)).encode()
-    snap = ctx.snap
-    if request.all_summary_classes and isinstance(snap, View):  # kept whole per provider
-        return joined(requests, snap.index, members)
+    kept = ctx.snap.kept()
+    if request.all_summary_classes and kept is not None:  # kept whole per provider
+        return joined(requests, kept, members)
     summaries = orjson.dumps(summaries_of(ctx, request, members, roots))[1:-1]
     return Answer(requests, [summaries] if summaries else [])
 
 
-def joined(requests: bytes, index: Index, members: set[int]) -> Answer:
+def joined(requests: bytes, kept: KeptAnswers, members: set[int]) -> Answer:
     """The body of allocation requests already written (joined by commas) with
-    the index's kept summary of every provider in `members`."""
-    return Answer(requests, index.summaries_json(sorted(members)))
+    the kept summary of every provider in `members`."""
+    return Answer(requests, kept.summaries_json(sorted(members)))
 
 
 class _Quoted(dict):
@@ -128,7 +127,8 @@ def allocation_requests(
     quote = uuid.__getitem__
     # the candidates of several providers, as written before (a mapping's lookup
     # costs less than writing one again)
-    written = snap.index.request_texts(tuple(suffixes)) if isinstance(snap, View) else {}
+    kept = snap.kept()
+    written = kept.request_texts(tuple(suffixes)) if kept is not None else {}
     for allocs, mappings in found:
         if single:
             providers = mappings[0]

@@ -15,30 +15,17 @@ from collections.abc import Iterator, Mapping
 from tally.placement.ledger.candidates import combine, narrow, walk
 from tally.placement.ledger.candidates import groups as g
 from tally.placement.ledger.candidates.budget import Budget
+from tally.placement.ledger.candidates.options import Options
 from tally.placement.ledger.candidates.request import CandidateRequest, RequestGroup
 from tally.placement.ledger.candidates.snapshot import (
     PROVIDER,
     SHARING_TRAIT,
     Candidate,
     Part,
-    Snapshot,
     Stock,
 )
-from tally.placement.ledger.candidates.view import View
+from tally.placement.ledger.candidates.source import Source
 from tally.placement.ledger.errors import BadRequest
-
-
-@dataclasses.dataclass(frozen=True)
-class Options:
-    max_candidates: int = -1  # stop after this many distinct candidates; -1: all
-    strategy: str = "depth-first"  # or 'breadth-first': round-robin over anchor trees
-    randomize: bool = False  # sample `limit` at random instead of taking the first
-    budget: int = -1  # most work (candidates, parts, combinations tried) of a search; -1: any
-    seconds: float = 0  # the deadline of a search, in seconds; 0: none
-
-    def new_budget(self) -> Budget:
-        """The budget of one request's search, its deadline running from now."""
-        return Budget(self.budget, self.seconds)
 
 
 @dataclasses.dataclass
@@ -52,7 +39,7 @@ class Names:
     members: dict[int, set[int]]  # aggregate id -> providers
 
     @classmethod
-    def load(cls, snap: Snapshot | View, request: CandidateRequest) -> Names:
+    def load(cls, snap: Source, request: CandidateRequest) -> Names:
         trait_names = {SHARING_TRAIT} | request.root_required | request.root_forbidden
         agg_uuids: set[str] = set()
         for group in request.groups:
@@ -105,13 +92,19 @@ class Names:
         )
 
 
+# What every search starts from (`_basics`): the request's names in ids, the
+# roots root_required allows (None: any), the holders of its traits, the sharing providers.
+Basics = tuple[Names, set[int] | None, dict[int, set[int]], set[int]]
+
+
 def run(
-    snap: Snapshot | View,
+    snap: Source,
     request: CandidateRequest,
     options: Options,
     narrow: bool = True,
     by_anchor: bool = False,
     budget: Budget | None = None,
+    basics: Basics | None = None,
 ) -> tuple[g.Context | None, list]:
     """The candidates, and the context that holds what was read to find them
     (with `by_anchor`: `(anchors, candidates)`, every candidate without a cut
@@ -124,11 +117,12 @@ def run(
 
     `budget` bounds the work (a new one from `options` when None); each try
     (the walk, the bulk search, the search in full) counts afresh under the
-    same deadline.
+    same deadline. `basics`: what `_basics` found of `request` on `snap`, when
+    already read.
     """
     if budget is None:
         budget = options.new_budget()
-    names, anchor_roots, holders, sharing = _basics(snap, request)
+    names, anchor_roots, holders, sharing = basics or _basics(snap, request)
     if anchor_roots is not None and not anchor_roots:
         return None, []
     anchors: dict[int, set[int]] = {}
@@ -139,11 +133,11 @@ def run(
             snap.load_providers(sharing)  # their trees are read too: they anchor elsewhere
             roots |= {snap.rows[sp][2] for sp in sharing}
     stop = -1 if by_anchor else _stop(request, options)
-    if isinstance(snap, View) and stop > 0 and _walkable(request, options, names):
+    if snap.whole and stop > 0 and _walkable(request, options, names):
         trees = Trees(snap, request, names, holders, sharing, anchor_roots, budget)
         if trees.groups is None:
             return trees.ctx, []  # an unknown aggregate or in_tree provider: nothing matches
-        order = sorted(roots) if roots is not None else snap.index.sorted_roots()
+        order = sorted(roots) if roots is not None else snap.sorted_roots()
         if options.randomize:
             order = random.sample(order, len(order))
         found = walk.first(trees.ctx, trees.groups, order, stop, trees.combine)
@@ -181,9 +175,22 @@ def run(
     return ctx, _merge(ctx, request, parts, options)
 
 
-def _basics(
-    snap: Snapshot | View, request: CandidateRequest
-) -> tuple[Names, set[int] | None, dict[int, set[int]], set[int]]:
+def every_tree(
+    snap: Source, request: CandidateRequest, options: Options, budget: Budget
+) -> tuple[Trees, g.Context | None, list] | None:
+    """For an answer kept per tree (kept_answers.py): the tree-by-tree search of
+    `request` (to search stale trees again later) and `run(..., by_anchor=True)`
+    of it, from its names read once; None as `Trees.of` (or when an unknown
+    aggregate or in_tree provider makes the answer empty)."""
+    basics = _basics(snap, request)
+    trees = Trees.of(snap, request, budget, basics)
+    if trees is None or trees.groups is None:
+        return None
+    ctx, grouped = run(snap, request, options, by_anchor=True, budget=budget, basics=basics)
+    return trees, ctx, grouped
+
+
+def _basics(snap: Source, request: CandidateRequest) -> Basics:
     """What every search starts from: the request's names in ids, the roots
     root_required allows (None: any), the holders of the traits it names, and
     the sharing providers."""
@@ -199,14 +206,14 @@ def _basics(
 
 
 class Trees:
-    """The search one tree at a time, over the index (walk.py): for the first
+    """The search one tree at a time, over a whole source (walk.py): for the first
     `limit` candidates, and for the trees whose kept answers went stale
     (answers.py). `groups` is None when an unknown aggregate or in_tree
     provider makes the answer empty."""
 
     def __init__(
         self,
-        snap: View,
+        snap: Source,
         request: CandidateRequest,
         names: Names,
         holders: dict[int, set[int]],
@@ -214,15 +221,16 @@ class Trees:
         anchor_roots: set[int] | None,
         budget: Budget,
     ) -> None:
-        index = snap.index
+        root_of = snap.root_of()
+        assert root_of is not None  # (a whole source holds every provider's)
         self.ctx = ctx = g.Context(
             snap=snap,
-            stock={rc: index.stock_list(rc) for rc in set(names.classes.values())},
+            stock=snap.stock(names.classes.values()),
             holders=holders,
             sharing=sharing,
             anchor_roots=anchor_roots,
             class_names={rc: name for name, rc in names.classes.items()},
-            root_of=index.root_of,
+            root_of=root_of,
             budget=budget,
         )
         resolved = [names.resolve(group) for group in request.groups]
@@ -245,10 +253,12 @@ class Trees:
         self._into: dict[int, list[int]] | None = None
 
     @classmethod
-    def of(cls, snap: View, request: CandidateRequest, budget: Budget) -> Trees | None:
+    def of(
+        cls, snap: Source, request: CandidateRequest, budget: Budget, basics: Basics | None = None
+    ) -> Trees | None:
         """The tree-by-tree search for `request`; None when it names an unknown
         class or trait (the bulk search reports which) or no root qualifies."""
-        names, anchor_roots, holders, sharing = _basics(snap, request)
+        names, anchor_roots, holders, sharing = basics or _basics(snap, request)
         if _any_unknown(names, request, 0) or (anchor_roots is not None and not anchor_roots):
             return None
         return cls(snap, request, names, holders, sharing, anchor_roots, budget)
@@ -284,15 +294,16 @@ def _walkable(request: CandidateRequest, options: Options, names: Names) -> bool
     )
 
 
-def _roots(snap: Snapshot | View, stock: dict[int, list[Stock]]) -> dict[int, int]:
+def _roots(snap: Source, stock: dict[int, list[Stock]]) -> dict[int, int]:
     """Provider -> root, of every provider in `stock` (at least)."""
-    if isinstance(snap, View):
-        return snap.index.root_of  # every provider's (the search only adds the same)
+    held = snap.root_of()
+    if held is not None:
+        return held  # every provider's (the search only adds the same)
     return {s[0]: s[1] for rows in stock.values() for s in rows}
 
 
 def _allowed_anchors(
-    snap: Snapshot | View,
+    snap: Source,
     request: CandidateRequest,
     names: Names,
     holders: dict[int, set[int]],

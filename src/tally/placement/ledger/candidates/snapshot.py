@@ -1,9 +1,9 @@
 """Everything the candidate search reads, loaded in a handful of bulk queries
 and returned as plain ints, tuples, sets and dicts.
 
-`Snapshot` is the data seam of the search: the search and the summaries only
-call its methods, so an in-memory index can stand in for it later. Each method
-runs one SQL statement, never one per provider. A set of ids goes to the
+`Snapshot` is one of the two `Source`s of the search (source.py; the other is
+the in-memory index's `View`): it answers each question with one SQL statement,
+never one per provider, and keeps nothing between searches ("none kept"). A set of ids goes to the
 database as ONE parameter (a JSON array on SQLite, an array on PostgreSQL), so
 a filter on thousands of providers costs no more to send than one on three.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 
 import os_traits
 import sqlalchemy as sa
@@ -78,6 +78,8 @@ def capacity_of(total: int, reserved: int, ratio: float) -> int:
 
 class Snapshot:
     """Read-only view of the providers a search needs, over one connection."""
+
+    whole = False  # providers are read as the search asks for them
 
     def __init__(self, conn: sa.Connection) -> None:
         self.conn = conn
@@ -244,7 +246,32 @@ class Snapshot:
                 found[rc].append((rp, root, capacity_, int(used or 0), low, high, step))
         return found
 
+    def sorted_roots(self) -> list[int]:
+        """Every root provider in its place, in id order."""
+        query = (
+            sa.select(_RP.c.id)
+            .where(_RP.c.parent_provider_id.is_(None), _placed(_RP.c.id))
+            .order_by(_RP.c.id)
+        )
+        return [rp for (rp,) in self._all(query)]
+
+    def root_of(self) -> None:
+        """None kept: the search works roots out from the stock it read."""
+        return None
+
+    def class_stock(self, rc: int) -> Mapping[int, Stock]:
+        return {s[0]: s for s in self.stock([rc])[rc]}
+
+    def kept(self) -> None:
+        """None kept: every answer is written afresh."""
+        return None
+
     # -- trees and summaries --------------------------------------------------
+
+    def tree_members(self, roots: Iterable[int]) -> set[int]:
+        roots = set(roots)
+        self.load_trees(roots)
+        return {rp for rp, row in self.rows.items() if row[2] in roots}
 
     def load_providers(self, ids: Collection[int]) -> None:
         """Make `rows` hold the given providers."""

@@ -17,10 +17,9 @@ import random
 from typing import Any
 
 from tally.placement.ledger.candidates.groups import Context
+from tally.placement.ledger.candidates.options import Options
 from tally.placement.ledger.candidates.request import CandidateRequest
-from tally.placement.ledger.candidates.search import Options
 from tally.placement.ledger.candidates.snapshot import Candidate
-from tally.placement.ledger.candidates.view import View
 
 
 @dataclasses.dataclass
@@ -74,16 +73,10 @@ def choose(
         return None
     allocations = itertools.chain.from_iterable(map(_FIRST, found))
     roots = set(map(root_of.__getitem__, map(_FIRST, allocations)))
-    if isinstance(snap, View):  # every tree is at hand
-        members = set().union(*map(snap.index.trees.__getitem__, roots))
-        if scope is not None:
-            members &= scope
-    else:
-        snap.load_trees(roots)
-        if scope is None:
-            members = {rp for rp, row in snap.rows.items() if row[2] in roots}
-        else:
-            members = {rp for rp in scope if root_of[rp] in roots}
+    members = snap.tree_members(roots)
+    if scope is not None:
+        members &= scope
+    if not snap.whole:  # (a whole source holds every provider the answer names)
         mapped = {rp for _, mappings in found for providers in mappings for rp in providers}
         snap.load_providers(mapped)
     return found, members, roots
@@ -137,8 +130,9 @@ def summaries_of(
     ctx: Context, request: CandidateRequest, members: set[int], roots: set[int]
 ) -> dict[str, dict[str, Any]]:
     snap = ctx.snap
-    if request.all_summary_classes and isinstance(snap, View):  # kept whole per provider
-        return snap.index.summaries(sorted(members))
+    kept = snap.kept()
+    if request.all_summary_classes and kept is not None:  # kept whole per provider
+        return kept.summaries(sorted(members))
     resources: dict[int, dict[str, dict[str, int]]] = {rp: {} for rp in members}
     names = ctx.class_names
     for rc, rows in ctx.stock.items():

@@ -1,11 +1,11 @@
-"""`View`: the in-memory index (index.py) in `Snapshot`'s shape, for one search
-held under the index's lock: the search and the summaries read either the same
-way."""
+"""`View`: the in-memory index (index.py) as a `Source` (source.py), for one
+search held under the index's lock. The one module that reads the index's
+structures: the search, the summaries and the provider listing ask a `View`."""
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from tally.placement.ledger.candidates.snapshot import Stock, fitting
@@ -13,6 +13,7 @@ from tally.placement.ledger.candidates.snapshot import Stock, fitting
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
+    from tally.placement.ledger.candidates.answer_cache import KeptAnswers
     from tally.placement.ledger.candidates.index import Index
 
 
@@ -25,11 +26,56 @@ def of(index: Index, engine: sa.Engine) -> Iterator[View | None]:
 
 
 class View:
-    """The index in `Snapshot`'s shape, for one search (under the index's lock)."""
+    """The index as a `Source`, for one search (under the index's lock)."""
+
+    whole = True  # every provider is at hand
 
     def __init__(self, index: Index) -> None:
         self.index = index
         self.rows = index.rows
+
+    def kept(self) -> KeptAnswers:
+        return self.index.kept
+
+    def sorted_roots(self) -> list[int]:
+        return self.index.sorted_roots()
+
+    def root_of(self) -> dict[int, int]:
+        """(The index's own map: a search only adds the same to it.)"""
+        return self.index.root_of
+
+    def class_stock(self, rc: int) -> Mapping[int, Stock]:
+        return self.index.by_class.get(rc, _NOTHING)
+
+    def tree_members(self, roots: Iterable[int]) -> set[int]:
+        trees = self.index.trees
+        return set().union(*[trees.get(root, _NO_PROVIDERS) for root in roots])
+
+    # -- for the provider listing (provider_listing.py) -----------------------
+
+    def providers(self) -> Collection[int]:
+        """Every provider (the index's own keys, not to be changed)."""
+        return self.index.rows.keys()
+
+    def tree_of(self, uuid: str) -> Collection[int]:
+        """Every provider of the tree of provider `uuid` (none when it is unknown)."""
+        index = self.index
+        rp = index.by_uuid.get(uuid)
+        return () if rp is None else index.trees.get(index.root_of[rp], ())
+
+    def holders_of(self, trait: int) -> Collection[int]:
+        """The providers with trait `trait` (the index's own set, not to be changed)."""
+        return self.index.holders.get(trait, _NO_PROVIDERS)
+
+    def in_aggregate(self, uuid: str) -> Collection[int]:
+        """The providers in aggregate `uuid` (the index's own set, not to be changed)."""
+        index = self.index
+        agg = index.aggregate_ids.get(uuid)
+        return _NO_PROVIDERS if agg is None else index.members.get(agg, _NO_PROVIDERS)
+
+    def fitting_providers(self, rc: int, amount: int) -> set[int]:
+        """The providers one allocation of `amount` of class `rc` fits in."""
+        return {stock[0] for stock in self.index.fitting(rc, amount)}
 
     def fresh(self) -> View:
         return self
@@ -130,6 +176,10 @@ class View:
             for rp in providers
             if index.traits.get(rp)
         }
+
+
+_NOTHING: Mapping[int, Stock] = {}
+_NO_PROVIDERS: frozenset[int] = frozenset()
 
 
 def _pick(mapping: dict, keys: Iterable) -> dict:

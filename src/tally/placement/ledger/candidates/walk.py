@@ -14,11 +14,10 @@ cheaper per tree, runs instead.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 
 from tally.placement.ledger.candidates import groups as g
 from tally.placement.ledger.candidates.snapshot import Candidate, Part, Stock, fitting
-from tally.placement.ledger.candidates.view import View
 
 MIN_TREES = 200  # trees the walk may always look at
 TREES_PER_CANDIDATE = 20  # and this many more per candidate asked
@@ -69,15 +68,15 @@ def parts_at(
 ) -> list[list[Part]] | None:
     """Each group's parts at the tree of `root` (with the sharing providers
     sharing into it); None when it cannot anchor or some group has none there."""
-    assert isinstance(ctx.snap, View)
     if not ctx.anchor_ok(root):
         return None
-    index = ctx.snap.index
+    snap = ctx.snap
+    tree = snap.tree_members((root,))
     ctx.at = root
     try:
         found = []
         for ids in groups:
-            stock = _stock_at(index.by_class, index.trees.get(root, ()), sharing, ids)
+            stock = _stock_at(snap.class_stock, tree, sharing, ids)
             part = _parts_at(ctx, ids, stock, root) if stock is not None else []
             if not part:
                 return None
@@ -99,8 +98,8 @@ def sharing_into(ctx: g.Context) -> defaultdict[int, list[int]]:
 
 
 def _stock_at(
-    by_class: dict[int, dict[int, Stock]],
-    tree: Iterable[int],
+    class_stock: Callable[[int], Mapping[int, Stock]],
+    tree: Collection[int],
     sharing: list[int],
     ids: g.GroupIds,
 ) -> dict[int, list[Stock]] | None:
@@ -109,7 +108,7 @@ def _stock_at(
     members = sorted(tree)
     found = {}
     for rc, amount in ids.amounts:
-        rows = by_class.get(rc, {})
+        rows = class_stock(rc)
         here = [rows[rp] for rp in members if rp in rows]
         here += [rows[sp] for sp in sharing if sp in rows]
         here = fitting(here, amount)
