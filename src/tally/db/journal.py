@@ -5,7 +5,8 @@ Every worker keeps an in-memory index of the providers for the candidate search.
 Before answering it reads the journal's total; when another worker (or host) wrote
 since, it replays the changes it has not seen, provider by provider.
 
-A write transaction names the providers it changed with `touch`, and only inside
+A write transaction names the providers it changed with `touch` (only the ledger's
+generation bumps do: `tally.placement.ledger.provider_bumps`), and only inside
 `tally.db.transaction(write=True)`, which runs `_flush` just before it commits (on a
 bare `engine.begin()` nothing would flush the note: `touch` refuses). What no write
 can forget is derived from the tables it wrote, as it commits (`_derive`): a change of
@@ -67,10 +68,6 @@ def touch(conn: sa.Connection, provider_ids: Iterable[int], *, usage_only: bool 
     pending = _pending(conn, "journal.touch")
     for provider in provider_ids:
         pending[provider] = usage_only and pending.get(provider, True)
-
-
-def touch_names(conn: sa.Connection) -> None:
-    touch(conn, (NAMES,))
 
 
 def touch_everything(conn: sa.Connection) -> None:
