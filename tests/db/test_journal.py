@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
-from tally.db.transaction import at_commit, transaction
+from tally.db.transaction import at_commit, transaction, write_on
 
 Changes = set[tuple[int, int, int]]
 
@@ -79,10 +79,9 @@ def test_a_writer_numbers_its_versions_one_after_another(engine):
     with engine.connect() as raw:
         writer = None
         for provider in (1, 2, 3):
-            with raw.begin():
-                journal.touch(raw, (provider,))
-                writer = journal.writer_of(raw)
-                journal._flush(raw, raw.info.pop("tally.notes")["journal"][1])
+            with write_on(raw) as conn:
+                journal.touch(conn, (provider,))
+                writer = journal.writer_of(conn)
     with engine.connect() as conn:
         c = t.ledger_changes
         mine = conn.execute(
@@ -140,8 +139,7 @@ def test_writes_on_two_connections_share_no_row(backend, engine):
         pytest.skip("SQLite lets one writer in at a time by design: nothing to share")
     with engine.connect() as holder:
         holder.begin()
-        journal.touch(holder, (1,))  # the flush's statements, run now and held open
-        journal._flush(holder, holder.info.pop("tally.notes")["journal"][1])
+        journal._flush(holder, {1: False})  # the flush's statements, run now and held open
         done = threading.Event()
 
         def other_write() -> None:
@@ -160,9 +158,8 @@ def _retire_setup(engine: sa.Engine, raw: sa.Connection) -> tuple[int, dict[int,
     """A writer (`raw`, kept out of the pool meanwhile) that wrote twice, then sat
     idle for longer than IDLE_RETIRED."""
     for provider in (11, 12):
-        with raw.begin():
-            journal.touch(raw, (provider,))
-            journal._flush(raw, raw.info.pop("tally.notes")["journal"][1])
+        with write_on(raw) as conn:
+            journal.touch(conn, (provider,))
     idle = journal.writer_of(raw)
     w = t.ledger_writers
     with engine.begin() as conn:
@@ -204,9 +201,8 @@ def test_a_reader_that_missed_a_retired_writers_change_reloads(engine, monkeypat
 
 def test_maintenance_prunes_a_writers_own_old_changes(engine, monkeypatch):
     with engine.connect() as raw:
-        with raw.begin():
-            journal.touch(raw, (1,))
-            journal._flush(raw, raw.info.pop("tally.notes")["journal"][1])
+        with write_on(raw) as conn:
+            journal.touch(conn, (1,))
         writer = journal.writer_of(raw)
         w, c = t.ledger_writers, t.ledger_changes
         first = raw.execute(sa.select(w.c.version).where(w.c.writer == writer)).scalar_one()
@@ -217,9 +213,8 @@ def test_maintenance_prunes_a_writers_own_old_changes(engine, monkeypatch):
             rows = [{"writer": writer, "version": first + v, "provider_id": 7} for v in (10, 11)]
             raw.execute(c.insert(), rows)
         monkeypatch.setattr(journal, "_flushes", iter([journal.MAINTAIN_EVERY]))
-        with raw.begin():
-            journal.touch(raw, (3,))
-            journal._flush(raw, raw.info.pop("tally.notes")["journal"][1])
+        with write_on(raw) as conn:
+            journal.touch(conn, (3,))
     kept = {(v, p) for wr, v, p in _state(engine)[1] if wr == writer}
     # versions up to far - KEEP = first + 10 went (the first write's too)
     assert kept == {(first + 11, 7), (far + 1, 3)}
@@ -276,3 +271,72 @@ def test_a_claim_is_noted_as_usage_only_and_anything_more_wins(api, engine):
             sa.select(c.c.usage_only).where(c.c.writer == writer, c.c.version == version)
         ).scalar_one()
     assert noted is False
+
+
+def test_a_note_outside_the_write_helper_is_refused(engine):
+    """`touch` only queues a note that `transaction(write=True)` writes as it
+    commits: on a bare transaction it would be lost, so it is refused."""
+    with pytest.raises(RuntimeError, match="journal.touch"), engine.begin() as conn:
+        journal.touch(conn, (1,))
+    with pytest.raises(RuntimeError, match="journal.touch"), transaction(engine) as conn:
+        journal.touch(conn, (1,))
+
+
+def _one_new_version(engine: sa.Engine, write) -> set[int]:  # noqa: ANN001
+    """The providers of the one version `write(conn)`, in a write transaction, adds."""
+    _, before = _state(engine)
+    with transaction(engine, write=True) as conn:
+        write(conn)
+    found = _new_versions(before, _state(engine)[1])
+    assert len(found) == 1
+    return found.popitem()[1]
+
+
+def test_what_a_write_forgot_to_name_is_derived_as_it_commits(engine, caplog):
+    """A change of classes or traits is noted from the tables written; provider
+    tables written with no provider named reload every index (and say so)."""
+    custom = {"name": "CUSTOM_DERIVED", "created_at": None}
+    assert _one_new_version(engine, lambda c: c.execute(t.traits.insert(), custom)) == {
+        journal.NAMES
+    }
+    agg = {"uuid": str(uuidlib.uuid4()), "created_at": None}
+    with caplog.at_level("WARNING", logger="tally.db.journal"):
+        everything = _one_new_version(
+            engine, lambda c: c.execute(t.placement_aggregates.insert(), agg)
+        )
+    assert everything == {journal.EVERYTHING}
+    assert "placement_aggregates named no provider" in caplog.text
+    caplog.clear()
+
+    def named(conn: sa.Connection) -> None:
+        conn.execute(t.placement_aggregates.delete())
+        journal.touch(conn, (7,))
+
+    with caplog.at_level("WARNING", logger="tally.db.journal"):
+        assert _one_new_version(engine, named) == {7}
+    assert caplog.text == ""
+
+
+def test_each_write_route_names_its_providers(api, engine, caplog):
+    """No write path of the API leaves its providers to the whole reload."""
+    client = api("1.39")
+    rp, child = str(uuidlib.uuid4()), str(uuidlib.uuid4())
+    _, before = _state(engine)
+    with caplog.at_level("WARNING", logger="tally.db.journal"):
+        client.simulate_post("/resource_providers", json={"name": "w", "uuid": rp})
+        child_body = {"name": "c", "uuid": child, "parent_provider_uuid": rp}
+        client.simulate_post("/resource_providers", json=child_body)
+        inventory = {"resource_provider_generation": 0, "inventories": {"VCPU": {"total": 4}}}
+        client.simulate_put(f"/resource_providers/{rp}/inventories", json=inventory)
+        aggs = {"resource_provider_generation": 1, "aggregates": [str(uuidlib.uuid4())]}
+        client.simulate_put(f"/resource_providers/{rp}/aggregates", json=aggs)
+        consumer = str(uuidlib.uuid4())
+        client.simulate_put(f"/allocations/{consumer}", json=_claim(rp))
+        client.simulate_delete(f"/allocations/{consumer}")
+        client.simulate_put(f"/resource_providers/{child}", json={"name": "c2"})
+        client.simulate_delete(f"/resource_providers/{child}")
+        client.simulate_put("/resource_classes/CUSTOM_W")
+        client.simulate_delete("/resource_classes/CUSTOM_W")
+    assert "named no provider" not in caplog.text
+    noted = set().union(*_new_versions(before, _state(engine)[1]).values())
+    assert journal.NAMES in noted and journal.EVERYTHING not in noted

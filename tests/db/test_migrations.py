@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from tally.compute.ops.servers import LAB_IMAGE
 from tally.db import journal, migrate
 from tally.db.compute_schema import compute_servers
+from tally.db.transaction import transaction
 
 
 def lab_server(uuid: str, image_ref: str) -> dict:
@@ -56,8 +57,8 @@ def test_the_one_row_journal_becomes_a_journal_of_writers(tmp_path):
     with engine.begin() as conn:
         assert journal.vector(conn) == {journal.RETIRED: 0}
         assert "tally_ledger_version" not in sa.inspect(conn).get_table_names()
+    with transaction(engine, write=True) as conn:
         journal.touch(conn, (4,))
-        journal._flush(conn, conn.info.pop("tally.notes")["journal"][1])
     with engine.connect() as conn:
         assert journal.current(conn) == 1
         assert journal.since(conn, {journal.RETIRED: 0}).providers == {4}

@@ -259,6 +259,74 @@ def test_handlers_hold_no_domain_exception_handling():
     assert offenders == []
 
 
+# calls only the write helper makes: (module, function) -> the files that may call it
+WRITE_HELPER_ONLY = {
+    ("tally.db.journal", "touch"): ("db/journal.py", "placement/ledger/provider_bumps.py"),
+    ("tally.db.history_writer", "note"): (
+        "db/history_writer.py",
+        "placement/ledger/history_records.py",
+    ),
+}
+
+
+def calls_of(path: Path, module: str, function: str) -> list[int]:
+    """Lines of `path` that call `module.function` (through `import`, `from ...
+    import` of the module or of the function, under any alias)."""
+    tree = ast.parse(path.read_text())
+    package, _, name = module.rpartition(".")
+    modules: set[str] = set()
+    functions: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == package:
+            modules.update(a.asname or a.name for a in node.names if a.name == name)
+        elif isinstance(node, ast.ImportFrom) and node.module == module:
+            functions.update(a.asname or a.name for a in node.names if a.name == function)
+        elif isinstance(node, ast.Import):
+            modules.update(a.asname for a in node.names if a.name == module and a.asname)
+    lines = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Call):
+            continue
+        f = node.func
+        if isinstance(f, ast.Name) and f.id in functions:
+            lines.append(node.lineno)
+        elif isinstance(f, ast.Attribute) and f.attr == function:
+            owner = f.value
+            if isinstance(owner, ast.Name) and owner.id in modules:
+                lines.append(node.lineno)
+            elif ast.unparse(owner) == module:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_only_the_write_helper_names_what_a_write_changed():
+    """A write's providers are noted in the journal by its generation bump (or the
+    history call of a change that bumps none: `provider_bumps.changed`), and its
+    history rows by `history_records`; the rest is derived by the write helper as
+    it commits. No write path calls `journal.touch` or the history writer itself."""
+    offences = [
+        f"{path.relative_to(SRC)}:{line} calls {module}.{function}"
+        for (module, function), allowed in WRITE_HELPER_ONLY.items()
+        for path in sorted(SRC.rglob("*.py"))
+        if str(path.relative_to(SRC)) not in allowed
+        for line in calls_of(path, module, function)
+    ]
+    assert offences == []
+
+
+def test_calls_of_a_function_are_found_however_imported(tmp_path):
+    package = tmp_path / "tally"
+    package.mkdir()
+    source = package / "x.py"
+    source.write_text(
+        "from tally.db import journal\nfrom tally.db import journal as j\n"
+        "from tally.db.journal import touch as t\nimport tally.db.journal\n"
+        "journal.touch(c, ())\nj.touch(c, ())\nt(c, ())\ntally.db.journal.touch(c, ())\n"
+        "journal.touch_everything(c)\nother.touch(c)\n"
+    )
+    assert calls_of(source, "tally.db.journal", "touch") == [5, 6, 7, 8]
+
+
 def import_rings(root: Path = SRC) -> list[list[str]]:
     """The rings of the import graph of every module under `root` (its strongly
     connected components of more than one module), typing-only imports included."""

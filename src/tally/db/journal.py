@@ -5,8 +5,13 @@ Every worker keeps an in-memory index of the providers for the candidate search.
 Before answering it reads the journal's total; when another worker (or host) wrote
 since, it replays the changes it has not seen, provider by provider.
 
-A write names what it changed with `touch` (providers) or `touch_names` (resource
-classes, traits); the transaction helper runs `_flush` just before it commits.
+A write transaction names the providers it changed with `touch` (only the ledger's
+generation bumps do: `tally.placement.ledger.provider_bumps`), and only inside
+`tally.db.transaction(write=True)`, which runs `_flush` just before it commits (on a
+bare `engine.begin()` nothing would flush the note: `touch` refuses). What no write
+can forget is derived from the tables it wrote, as it commits (`_derive`): a change of
+resource classes or traits is noted as such, and provider tables written with no
+provider named reload every index (logged: a write path that forgot its providers).
 
 Why no row is shared: each database connection that writes is a *writer* with its
 own row in `tally_ledger_writers` (a random 62-bit id, made when the connection
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+import logging
 import secrets
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -36,7 +42,9 @@ from sqlalchemy.dialects import mysql, postgresql, sqlite
 
 from tally.db import schema as t
 from tally.db.autocommit_reads import read_outside_transaction
-from tally.db.transaction import WRITE, at_commit, notes
+from tally.db.transaction import WRITE, at_commit, before_commit, notes
+
+log = logging.getLogger(__name__)
 
 NAMES = 0  # a change row naming no provider: classes or traits were added or removed
 EVERYTHING = -1  # reload all (a bulk import)
@@ -57,23 +65,59 @@ def touch(conn: sa.Connection, provider_ids: Iterable[int], *, usage_only: bool 
     """Note that this transaction changed these providers (their inventories,
     usage, traits, aggregates, place in a tree, or existence); `usage_only`: only
     their usage and generation (a claim), unless another note says more."""
-    pending = notes(conn, "journal", dict, _flush, order=LAST)
+    pending = _pending(conn, "journal.touch")
     for provider in provider_ids:
         pending[provider] = usage_only and pending.get(provider, True)
-
-
-def touch_names(conn: sa.Connection) -> None:
-    touch(conn, (NAMES,))
 
 
 def touch_everything(conn: sa.Connection) -> None:
     """Note that every provider may have changed (rows written behind the API's
     back: an import, a repair): every index reloads whole, its kept answers with
-    it. Only inside `tally.db.transaction`'s write, which flushes the notes: on a
-    bare `engine.begin()` the note would vanish and every index answer as before."""
+    it. (Derived anyway when provider tables are written with no provider named;
+    this says it is meant, and keeps the log quiet.)"""
+    _pending(conn, "journal.touch_everything")[EVERYTHING] = False
+
+
+def _pending(conn: sa.Connection, caller: str) -> dict[int, bool]:
+    """This write transaction's notes. Only inside `tally.db.transaction`'s write,
+    which flushes them: on a bare `engine.begin()` a note would vanish and every
+    index answer as before."""
     if not conn.get_execution_options().get(WRITE):
-        raise RuntimeError("journal.touch_everything outside tally.db.transaction(write=True)")
-    touch(conn, (EVERYTHING,))
+        raise RuntimeError(f"{caller} outside tally.db.transaction(write=True)")
+    return notes(conn, "journal", dict, _flush, order=LAST)
+
+
+NAME_TABLES = frozenset({t.resource_classes.name, t.traits.name})
+PROVIDER_TABLES = frozenset(
+    table.name
+    for table in (
+        t.resource_providers,
+        t.inventories,
+        t.allocations,
+        t.resource_provider_traits,
+        t.resource_provider_aggregates,
+        t.placement_aggregates,
+    )
+)
+
+
+def _derive(conn: sa.Connection, wrote: set[str]) -> None:
+    """As a write transaction commits, from the tables it wrote: classes or traits
+    changed (NAMES); provider tables written with no provider named: EVERYTHING."""
+    if wrote & NAME_TABLES:
+        _pending(conn, "journal")[NAMES] = False
+    providers = wrote & PROVIDER_TABLES
+    if providers:
+        pending = _pending(conn, "journal")
+        if not any(provider > 0 or provider == EVERYTHING for provider in pending):
+            log.warning(
+                "a write to %s named no provider: every candidates index reloads",
+                ", ".join(sorted(providers)),
+            )
+            pending[EVERYTHING] = False
+
+
+before_commit(_derive)
 
 
 def writer_of(conn: sa.Connection) -> int:

@@ -9,13 +9,16 @@ trips. A SQLite writer waits its turn first (`writer_queue`).
 The last writes of a transaction that nothing reads back (its history rows, the
 journal's version) go to PostgreSQL together with the COMMIT, in one round trip
 (`at_commit`, `insert_at_commit`); a module notes what it will write just before the
-commit (`notes`).
+commit (`notes`). A write transaction knows the tables its statements wrote, and
+hands them to the `before_commit` hooks (the journal derives from them what no
+write may forget to name).
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
+import re
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
@@ -31,6 +34,12 @@ READ = "tally_read"
 N = TypeVar("N")
 _NOTES = "tally.notes"
 _LAST = "tally.at_commit"
+_WROTE = "tally.wrote"
+# the table a statement writes (Core's, the driver's and our text statements alike)
+_DML = re.compile(
+    r"\s*(?:INSERT\s+(?:OR\s+\w+\s+)?INTO|UPDATE|DELETE\s+FROM)\s+[\"`]?(\w+)", re.IGNORECASE
+)
+_BEFORE_COMMIT: list[Callable[[sa.Connection, set[str]], None]] = []
 _Statements = list[tuple[sa.Executable, dict | None]]
 
 
@@ -38,19 +47,38 @@ _Statements = list[tuple[sa.Executable, dict | None]]
 def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connection]:
     """One short transaction: committed on success, rolled back on any error.
     A read (`write=False`) may not change anything."""
+    with engine.connect() as conn, _run(conn, write) as conn:
+        yield conn
+
+
+@contextlib.contextmanager
+def write_on(conn: sa.Connection) -> Iterator[sa.Connection]:
+    """`transaction(engine, write=True)` on a connection the caller holds (a test of
+    one writer's versions); the connection stays marked a writer's."""
+    with _run(conn, True) as conn:
+        yield conn
+
+
+@contextlib.contextmanager
+def _run(conn: sa.Connection, write: bool) -> Iterator[sa.Connection]:
+    engine = conn.engine
     queue = writer_queue.of(engine) if write else None
-    with engine.connect() as conn, queue.turn() if queue else contextlib.nullcontext():
+    with queue.turn() if queue else contextlib.nullcontext():
         options: dict = {WRITE: True} if write else {READ: True}
         if not write and engine.dialect.name == "postgresql":
             options["isolation_level"] = "AUTOCOMMIT"
         conn = conn.execution_options(**options)
         conn.info.pop(_NOTES, None)  # (the info of a pooled connection outlives us)
         conn.info.pop(_LAST, None)
+        conn.info.pop(_WROTE, None)
         if write and engine.dialect.name == "postgresql":
             conn.info[_LAST] = []  # at_commit's writes wait for the COMMIT
         try:
             with conn.begin() as trans:
                 yield conn
+                wrote = conn.info.pop(_WROTE, None)
+                for hook in _BEFORE_COMMIT if wrote else ():
+                    hook(conn, wrote)
                 notes = conn.info.pop(_NOTES, {})
                 for _, noted, flush in sorted(notes.values(), key=lambda entry: entry[0]):
                     flush(conn, noted)
@@ -59,19 +87,34 @@ def transaction(engine: sa.Engine, write: bool = False) -> Iterator[sa.Connectio
             if not conn.invalidated:  # (reading `info` of a lost connection would connect
                 conn.info.pop(_NOTES, None)  # anew: a second timeout on a frozen server)
                 conn.info.pop(_LAST, None)
+                conn.info.pop(_WROTE, None)
 
 
 def refuse_writes_in_reads(engine: sa.Engine) -> None:
     """A write in a read transaction (autocommit on PostgreSQL: each statement
     would commit alone) is a bug: refuse it on every database, so tests on any
-    catch it."""
+    catch it. In a write transaction, note the table each statement writes."""
 
     @event.listens_for(engine, "before_cursor_execute")
     def _check(conn, _cursor, statement, _params, context, _many) -> None:  # noqa: ANN001
-        if conn.get_execution_options().get(READ) and (
-            context.isinsert or context.isupdate or context.isdelete
-        ):
+        options = conn.get_execution_options()
+        if options.get(WRITE):
+            _note_written(conn, statement)
+        elif options.get(READ) and (context.isinsert or context.isupdate or context.isdelete):
             raise RuntimeError(f"a write in a read transaction: {statement[:80]}")
+
+
+def before_commit(hook: Callable[[sa.Connection, set[str]], None]) -> None:
+    """Run `hook(conn, tables)` in every write transaction that wrote `tables`, as
+    it commits (before the `notes` flush)."""
+    if hook not in _BEFORE_COMMIT:
+        _BEFORE_COMMIT.append(hook)
+
+
+def _note_written(conn: sa.Connection, statement: str) -> None:
+    found = _DML.match(statement)
+    if found is not None:
+        conn.info.setdefault(_WROTE, set()).add(found.group(1).lower())
 
 
 def at_commit(
@@ -86,6 +129,7 @@ def at_commit(
     journal version go this way.)"""
     waiting = conn.info.get(_LAST)
     if defer and waiting is not None:
+        _note_written(conn, _compiled(statement, conn.dialect))  # (runs after the hooks)
         waiting.append((statement, params))
     else:
         conn.execute(statement, params)

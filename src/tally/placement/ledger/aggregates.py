@@ -13,13 +13,13 @@ from collections.abc import Callable
 
 import sqlalchemy as sa
 
-from tally.db import journal
 from tally.db import schema as t
 from tally.db.retry import run_retrying
 from tally.db.transaction import at_commit, transaction
 from tally.placement.ledger import history_records
-from tally.placement.ledger.common import bump_generation, named_or_linked, provider_row, utcnow
+from tally.placement.ledger.common import named_or_linked, provider_row, utcnow
 from tally.placement.ledger.errors import ConcurrentUpdate, Conflict
+from tally.placement.ledger.provider_bumps import bump_generation
 
 RETRIES = 10
 
@@ -97,7 +97,6 @@ def set_provider_aggregates(
                 "Please update the generation and try again."
             )
         before = _replace(conn, provider.id, uuids)
-        journal.touch(conn, (provider.id,))
         generation = provider.generation
         if bump:
             generation = bump_generation(conn, provider.id, generation, uuid, last=True)

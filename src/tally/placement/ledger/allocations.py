@@ -21,7 +21,6 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 
-from tally.db import journal
 from tally.db import schema as t
 from tally.db.bound_lists import in_bound_list
 from tally.db.retry import RunAgain, retrying
@@ -199,8 +198,6 @@ def delete_consumer(engine: sa.Engine, consumer_uuid: str) -> None:
     a = t.allocations
     with transaction(engine, write=True) as conn:
         cons.lock_consumers(conn, [consumer_uuid])
-        held = sa.select(a.c.resource_provider_id).where(a.c.consumer_id == consumer_uuid)
-        journal.touch(conn, conn.execute(held.distinct()).scalars(), usage_only=True)
         history_records.consumer_deleting(conn, consumer_uuid)
         deleted = conn.execute(a.delete().where(a.c.consumer_id == consumer_uuid)).rowcount
         if not deleted:
@@ -311,7 +308,6 @@ def replace_in(
         for rc, amount in resources.items()
     ]
     insert_at_commit(conn, _a, rows, defer=last)
-    journal.touch(conn, {r.rp_id for r in old}, usage_only=True)  # usage moved off them too
     for _, consumer in sorted(consumers.items()):
         cons.save_consumer(conn, consumer, last=last)
     cons.delete_if_unused(conn, emptied, last=last)

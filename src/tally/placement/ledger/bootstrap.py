@@ -7,7 +7,7 @@ import os_resource_classes
 import os_traits
 import sqlalchemy as sa
 
-from tally.db import journal, migrate, probe
+from tally.db import migrate, probe
 from tally.db import schema as t
 from tally.db.retry import retrying
 from tally.db.transaction import transaction
@@ -28,8 +28,6 @@ def sync_standards(engine: sa.Engine) -> None:
         new_traits = [{"name": name} for name in os_traits.get_traits() if name not in have]
         if new_traits:
             conn.execute(t.traits.insert(), new_traits)
-        if missing or new_traits:
-            journal.touch_names(conn)
 
 
 def prepare_database(engine: sa.Engine) -> None:

@@ -1,5 +1,6 @@
-"""Primitives every ledger topic shares: lookups by public name, row locks,
-and the generation compare-and-swap that guards every provider write."""
+"""Primitives every ledger topic shares: lookups by public name, row locks. (The
+generation compare-and-swap that guards every provider write is
+`provider_bumps.bump_generation`.)"""
 
 from __future__ import annotations
 
@@ -10,12 +11,10 @@ from collections.abc import Callable, Collection, Iterable
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from tally.db import journal
 from tally.db import schema as t
 from tally.db.bound_lists import in_bound_list
 from tally.db.engine import is_sqlite
-from tally.db.transaction import at_commit
-from tally.placement.ledger.errors import ConcurrentUpdate, NotFound
+from tally.placement.ledger.errors import NotFound
 
 
 def utcnow() -> dt.datetime:
@@ -128,12 +127,6 @@ _LOCK_PROVIDERS = (
     .order_by(t.resource_providers.c.id)
     .with_for_update()
 )
-_BUMP_GENERATION = (
-    t.resource_providers.update()
-    .where(t.resource_providers.c.id == sa.bindparam("provider_id"))
-    .where(t.resource_providers.c.generation == sa.bindparam("seen"))
-    .values(generation=sa.bindparam("new_generation"), updated_at=sa.bindparam("now"))
-)
 # When a provider last changed, as listings show it (Last-Modified).
 PROVIDER_STAMP = sa.func.coalesce(
     t.resource_providers.c.updated_at, t.resource_providers.c.created_at, type_=sa.DateTime
@@ -171,28 +164,6 @@ def lock_providers(conn: sa.Connection, provider_ids: list[int]) -> None:
     if is_sqlite(conn) or not provider_ids:
         return
     conn.execute(_LOCK_PROVIDERS, {"ids": sorted(set(provider_ids))}).all()
-
-
-def bump_generation(
-    conn: sa.Connection, provider_id: int, seen: int, uuid: str, *, last: bool = False
-) -> int:
-    """Compare-and-swap the provider generation; the new generation, or 409
-    `placement.concurrent_update` when someone else changed it since `seen`.
-    `last`: the caller locked the provider row (so the swap holds) and nothing
-    later in the transaction reads it: the bump goes with the COMMIT."""
-    params = {"provider_id": provider_id, "seen": seen, "new_generation": seen + 1, "now": utcnow()}
-    if last:
-        at_commit(conn, _BUMP_GENERATION, params)
-        journal.touch(conn, (provider_id,))
-        return seen + 1
-    result = conn.execute(_BUMP_GENERATION, params)
-    if result.rowcount != 1:
-        raise ConcurrentUpdate(
-            f"resource provider generation conflict for {uuid}: "
-            "another thread updated it, please retry"
-        )
-    journal.touch(conn, (provider_id,))
-    return seen + 1
 
 
 IN_LIST_MAX = 1000  # ids in one IN list of a database that takes no list as one parameter

@@ -1,6 +1,11 @@
 """The claim history as the ledger keeps it: what each write records (one call per
-write path, inside its transaction; `tally.db.history_writer` merges and writes the rows
+change, inside its transaction; `tally.db.history_writer` merges and writes the rows
 when it commits), the history as `GET /tally/v1/history` reads it, and its pruning.
+
+The call that names a change for the history names it for the ledger journal too
+(the candidates index's catch-up), history on or off: a generation bump does so
+itself (`provider_bumps`); a change that moves no generation (a provider created,
+re-parented or deleted, aggregates before 1.19, usage released) is named here.
 
 What a row of each action holds (`amount_*` and `detail`):
 
@@ -37,6 +42,7 @@ from tally.db import schema as t
 from tally.db.history_writer import CALLER, Caller, recording
 from tally.db.retry import retrying
 from tally.db.transaction import transaction
+from tally.placement.ledger import provider_bumps
 
 log = logging.getLogger("tally.placement.history")
 
@@ -63,7 +69,10 @@ def allocations_replaced(
     """One row per (consumer, provider, class) whose amount the write changed.
     `writes` are the merged ConsumerWrites, `consumers` their rows after the write,
     `old` what they held before (`_Held` rows: consumer, rp_id, rc_id, used),
-    `generations` the new generations of the providers it bumped."""
+    `generations` the new generations of the providers it bumped (named by their
+    bump); the providers `old` holds on are named here (usage moved off them too)."""
+    old = list(old)
+    provider_bumps.changed(conn, {held.rp_id for held in old}, usage_only=True)
     if not recording():
         return
     writes = list(writes)
@@ -118,10 +127,13 @@ def allocations_replaced(
 
 
 def consumer_deleting(conn: sa.Connection, consumer_uuid: str) -> None:
-    """DELETE /allocations/{uuid}, before its rows go: one row per allocation."""
-    if not recording():
-        return
+    """DELETE /allocations/{uuid}, before its rows go: one row per allocation; the
+    providers it held on are named as changed in their usage."""
     a, c, rc, ct = t.allocations, t.consumers, t.resource_classes, t.consumer_types
+    if not recording():
+        held = sa.select(a.c.resource_provider_id).where(a.c.consumer_id == consumer_uuid)
+        provider_bumps.changed(conn, conn.execute(held.distinct()).scalars(), usage_only=True)
+        return
     rows = conn.execute(
         sa.select(
             a.c.resource_provider_id,
@@ -139,6 +151,7 @@ def consumer_deleting(conn: sa.Connection, consumer_uuid: str) -> None:
         .where(a.c.consumer_id == consumer_uuid)
         .group_by(a.c.resource_provider_id, rc.c.name, c.c.project_id, c.c.user_id, ct.c.name)
     ).all()
+    provider_bumps.changed(conn, {row.resource_provider_id for row in rows}, usage_only=True)
     for row in rows:
         recorder.note(
             conn,
@@ -189,6 +202,7 @@ def inventory_written(
 def provider_created(
     conn: sa.Connection, provider_id: int, uuid: str, name: str, parent: str | None
 ) -> None:
+    provider_bumps.changed(conn, (provider_id,))
     recorder.note(
         conn,
         recorder.Change(
@@ -201,8 +215,12 @@ def provider_created(
     )
 
 
-def provider_updated(conn: sa.Connection, row: sa.Row, found: Any) -> None:
-    """A rename or a (re-, un-)parent: `row` is the provider before, `found` after."""
+def provider_updated(
+    conn: sa.Connection, row: sa.Row, found: Any, moved: Iterable[int] = ()
+) -> None:
+    """A rename or a (re-, un-)parent: `row` is the provider before, `found` after;
+    `moved` the subtree that went with it (named, with no rows of its own)."""
+    provider_bumps.changed(conn, (row.id, *moved))
     if not recording():
         return
     was = {"name": row.name, "parent": _uuid_of(conn, row.parent_provider_id)}
@@ -222,6 +240,7 @@ def provider_updated(conn: sa.Connection, row: sa.Row, found: Any) -> None:
 
 def provider_deleting(conn: sa.Connection, row: sa.Row) -> None:
     """Before a provider's rows go: what it was, and what goes with it."""
+    provider_bumps.changed(conn, (row.id,))
     if not recording():
         return
     inv, rc = t.inventories, t.resource_classes
@@ -260,7 +279,9 @@ def traits_set(
 def aggregates_set(
     conn: sa.Connection, provider: sa.Row, generation: int, before: set[str], after: set[str]
 ) -> None:
-    """A provider's aggregates replaced (uuids before and after)."""
+    """A provider's aggregates replaced (uuids before and after); the provider is
+    named as changed even when they are the same (as before 1.19 no bump does)."""
+    provider_bumps.changed(conn, (provider.id,))
     _set_changed(conn, recorder.AGGREGATES, provider, generation, before, after)
 
 

@@ -1,4 +1,13 @@
-"""The providers a claim touches: locked (in id order, so writers never deadlock)
+"""Where every provider change is named: the generation bumps (the one
+compare-and-swap that guards a provider write, `bump_generation`, and the bumps of a
+claim) note the providers they bump in the ledger journal, so a write that bumps a
+provider cannot forget to tell the candidates index; the few changes that move no
+generation (a provider created, re-parented or deleted, aggregates before 1.19,
+usage released) are named by the history call of their write path, which comes here
+(`changed`). Nothing else calls `journal.touch` (the architecture test); what a write
+leaves unnamed the write helper derives as it commits (`journal._derive`).
+
+The providers a claim touches are locked (in id order, so writers never deadlock)
 and given their new generations before the claim reads usage (noted in the journal
 as changes of usage only).
 
@@ -11,12 +20,50 @@ provider by compare-and-swap.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import sqlalchemy as sa
 
 from tally.db import journal
 from tally.db import schema as t
 from tally.db.bound_lists import in_bound_list
+from tally.db.transaction import at_commit
 from tally.placement.ledger.common import ids_by_names, lock_providers, utcnow
+from tally.placement.ledger.errors import ConcurrentUpdate
+
+
+def changed(conn: sa.Connection, provider_ids: Iterable[int], *, usage_only: bool = False) -> None:
+    """Name providers this write changed without bumping their generation (see
+    the module docstring); `usage_only`: only their usage."""
+    journal.touch(conn, provider_ids, usage_only=usage_only)
+
+
+_BUMP_GENERATION = (
+    t.resource_providers.update()
+    .where(t.resource_providers.c.id == sa.bindparam("provider_id"))
+    .where(t.resource_providers.c.generation == sa.bindparam("seen"))
+    .values(generation=sa.bindparam("new_generation"), updated_at=sa.bindparam("now"))
+)
+
+
+def bump_generation(
+    conn: sa.Connection, provider_id: int, seen: int, uuid: str, *, last: bool = False
+) -> int:
+    """Compare-and-swap the provider generation; the new generation, or 409
+    `placement.concurrent_update` when someone else changed it since `seen`.
+    `last`: the caller locked the provider row (so the swap holds) and nothing
+    later in the transaction reads it: the bump goes with the COMMIT. The provider
+    is noted in the journal as changed (more than its usage)."""
+    params = {"provider_id": provider_id, "seen": seen, "new_generation": seen + 1, "now": utcnow()}
+    if last:
+        at_commit(conn, _BUMP_GENERATION, params)
+    elif conn.execute(_BUMP_GENERATION, params).rowcount != 1:
+        raise ConcurrentUpdate(
+            f"resource provider generation conflict for {uuid}: "
+            "another thread updated it, please retry"
+        )
+    journal.touch(conn, (provider_id,))
+    return seen + 1
 
 
 class GenerationMoved(Exception):

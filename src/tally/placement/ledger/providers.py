@@ -18,8 +18,8 @@ from typing import NamedTuple
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
-from tally.db import journal, tree_rules
 from tally.db import schema as t
+from tally.db import tree_rules
 from tally.db.engine import is_sqlite
 from tally.db.retry import retrying, run_retrying
 from tally.db.transaction import transaction
@@ -215,7 +215,6 @@ def create_provider(
         if new_id is None:  # its uuid or name is taken (as upstream: after the parent)
             _refuse_duplicates(conn, uuid=uuid, name=name)
             new_id = _insert(conn, values, last_try=True)  # it went away again
-        journal.touch(conn, (new_id,))
         history_records.provider_created(conn, new_id, uuid, name, parent_uuid)
         return Provider(new_id, uuid, name, 0, parent_shown, root_uuid, now, None)
 
@@ -308,9 +307,8 @@ def _update(
         raise taken from None
     if new_root is not None and subtree:
         conn.execute(_rp.update().where(_rp.c.id.in_(subtree)).values(root_provider_id=new_root))
-    journal.touch(conn, (row.id, *subtree))
     found = _load(conn, uuid)
-    history_records.provider_updated(conn, row, found)
+    history_records.provider_updated(conn, row, found, subtree)
     return found
 
 
@@ -338,7 +336,6 @@ def delete_provider(engine: sa.Engine, uuid: str) -> None:
         for table in (t.inventories, t.resource_provider_traits, t.resource_provider_aggregates):
             conn.execute(table.delete().where(table.c.resource_provider_id == row.id))
         conn.execute(_rp.delete().where(_rp.c.id == row.id))
-        journal.touch(conn, (row.id,))
 
 
 # --- helpers of the writers --------------------------------------------------

@@ -20,7 +20,6 @@ import datetime as dt
 
 import sqlalchemy as sa
 
-from tally.db import journal
 from tally.db import schema as t
 from tally.db.bound_lists import in_bound_list
 from tally.db.engine import is_sqlite
@@ -98,7 +97,6 @@ def _insert(conn: sa.Connection, name: str) -> ResourceClass:
     new_id = max(t.CUSTOM_RC_START_ID, (top or 0) + 1)
     now = utcnow()
     conn.execute(rc.insert().values(id=new_id, name=name, created_at=now))
-    journal.touch_names(conn)
     return ResourceClass(new_id, name, now, None)
 
 
@@ -158,7 +156,6 @@ def rename_class(engine: sa.Engine, name: str, new_name: str) -> ResourceClass:
             conn.execute(
                 rc.update().where(rc.c.id == current.id).values(name=new_name, updated_at=now)
             )
-            journal.touch_names(conn)
             return dataclasses.replace(current, name=new_name, updated_at=now)
     except sa.exc.IntegrityError:
         raise Conflict(f"Resource class already exists: {new_name}") from None
@@ -180,4 +177,3 @@ def delete_class(engine: sa.Engine, name: str) -> None:
                     f"Class is in use in {where}."
                 )
         conn.execute(rc.delete().where(rc.c.id == current.id))
-        journal.touch_names(conn)

@@ -13,20 +13,14 @@ import datetime as dt
 
 import sqlalchemy as sa
 
-from tally.db import journal
 from tally.db import schema as t
 from tally.db.bound_lists import in_bound_list
 from tally.db.retry import retrying
 from tally.db.transaction import at_commit, insert_at_commit, transaction
 from tally.placement.ledger import history_records
-from tally.placement.ledger.common import (
-    bump_generation,
-    named_or_linked,
-    provider_row,
-    row_by_name,
-    utcnow,
-)
+from tally.placement.ledger.common import named_or_linked, provider_row, row_by_name, utcnow
 from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict, NotFound
+from tally.placement.ledger.provider_bumps import bump_generation
 
 CUSTOM_PREFIX = "CUSTOM_"
 
@@ -105,7 +99,6 @@ def ensure_trait(engine: sa.Engine, name: str) -> tuple[Trait, bool]:
             new_id = conn.execute(
                 tr.insert().values(name=name, created_at=now)
             ).inserted_primary_key[0]
-            journal.touch_names(conn)
             return Trait(new_id, name, now, None), True
     except sa.exc.IntegrityError:
         # Someone created it between our look and our insert: it exists now.
@@ -123,7 +116,6 @@ def delete_trait(engine: sa.Engine, name: str) -> None:
         if in_use.first() is not None:
             raise Conflict(f"The trait {name} is in use by a resource provider.")
         conn.execute(tr.delete().where(tr.c.id == trait.id))
-        journal.touch_names(conn)
 
 
 _TRAITS_OF = (
