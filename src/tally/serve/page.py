@@ -2,7 +2,7 @@
 API and knows nothing of the server, so what it needs of the server is given here.
 
 - `in_process_client`: the PlacementClient it reads through, on this server's own
-  Placement app in-process, as an admin at microversion 1.39 (also the capacity
+  Placement app in-process, as an admin at the newest microversion (also the capacity
   gauges' client).
 - `PolicyGate`: who may read it, as Placement decides who may call it: the identity
   the auth mode reads (noauth's token, or the headers auth_token or the lab's token
@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from tally.clients.inprocess import WSGIApp, as_caller, once
 from tally.clients.placement import PlacementClient
 from tally.config import Settings
-from tally.placement import middleware, policy
+from tally.placement import microversion, middleware, policy
 from tally.placement.app import create_app as placement_app
 from tally.placement.context import Identity
 from tally.placement.ledger import errors
@@ -35,14 +35,14 @@ def in_process_client(
     settings: Settings, engine: sa.Engine, placement: WSGIApp | None = None
 ) -> Callable[[], PlacementClient]:
     """A getter of one PlacementClient on this server's Placement, in-process, as an
-    admin at 1.39: over `placement` (the server's own app), or an app of its own
+    admin at the newest microversion: over `placement` (the server's own app), or an app of its own
     built on first use."""
 
     def make() -> PlacementClient:
         app = placement if placement is not None else placement_app(settings, engine)
         transport = httpx.WSGITransport(app=as_caller(app, "tally-ui", "tally-ui", "admin"))
         return PlacementClient(
-            "http://placement.ui", token=None, version="1.39", transport=transport
+            "http://placement.ui", token=None, version=microversion.NEWEST, transport=transport
         )
 
     return once(make)
