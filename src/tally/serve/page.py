@@ -13,7 +13,6 @@ API and knows nothing of the server, so what it needs of the server is given her
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import falcon
 import httpx
@@ -48,32 +47,21 @@ def in_process_client(
     return once(make)
 
 
-class _AtApiPath:
-    """What Placement's identity middlewares read of a request, at a path they
-    authenticate (they let `/` by: the version document's path, and the page's)."""
-
-    path = auth.PREFIX
-
-    def __init__(self, req: falcon.Request) -> None:
-        self.get_header = req.get_header
-        self.context = req.context
-        self.env = req.env  # where the edge says Keystone could not be asked
-
-
 class PolicyGate:
     """The page's gate (tally.ui.auth.Gate): the caller as Placement's auth mode
     reads it, allowed by the policy rule `tally:ui:view`."""
 
     def __init__(self, settings: Settings) -> None:
         self.policy = policy.Policy(settings)
-        reader: Any = middleware.NoAuth() if settings.auth_strategy == "noauth" else None
-        # keystone, lab: the identity auth_token or the lab's token filter confirmed
-        self.reader = reader or middleware.KeystoneIdentity()
+        self.auth_strategy = settings.auth_strategy
 
     def identify(self, req: falcon.Request) -> Identity:
-        """The caller, as Placement would see it (Unauthorized without a valid token)."""
-        self.reader.process_request(_AtApiPath(req), None)
-        return req.context.identity
+        """The caller, as Placement would see it (Unauthorized without a valid
+        token); kept on the request's context, as Placement keeps it, for the
+        request log."""
+        identity = middleware.identify(self.auth_strategy, req.get_header, req.env)
+        req.context.identity = identity
+        return identity
 
     def __call__(self, req: falcon.Request) -> auth.Caller:
         try:
