@@ -198,9 +198,12 @@ def http_date(when: dt.datetime) -> str:
     return email.utils.format_datetime(when.astimezone(dt.UTC), usegmt=True)
 
 
+CACHE_HEADERS = (1, 15)  # last-modified and cache-control on answers
+
+
 def cache_headers(req: falcon.Request, resp: falcon.Response, *stamps: dt.datetime | None) -> None:
     """From 1.15: `last-modified` (the newest of `stamps`, or now) and `cache-control`."""
-    if req.context.version < (1, 15):
+    if req.context.version < CACHE_HEADERS:
         return
     known = [s for s in stamps if s is not None]
     resp.set_header("last-modified", http_date(max(known) if known else utcnow()))
