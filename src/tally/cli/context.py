@@ -28,6 +28,7 @@ from tally.clients.compute import ComputeClient
 from tally.clients.errors import ClientError
 from tally.clients.placement import DEFAULT_URL, NOAUTH_ADMIN_TOKEN, PlacementClient
 from tally.escapes import visible
+from tally.placement.microversion import NEWEST
 
 FORMATS = ("table", "json", "yaml", "value")
 
@@ -168,10 +169,10 @@ CONNECTION_OPTIONS = (
     click.option(
         "--os-placement-api-version",
         "placement_version",  # not `version`: that is --version's
-        type=Microversion("1.39"),
+        type=Microversion(NEWEST),
         envvar="OS_PLACEMENT_API_VERSION",
         help="Microversion to speak (env OS_PLACEMENT_API_VERSION); default: the "
-        "highest both this client (1.39) and the server support.",
+        f"highest both this client ({NEWEST}) and the server support.",
     ),
     click.option(
         "--compute-url",

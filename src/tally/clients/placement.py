@@ -7,7 +7,8 @@ token (`admin`), a Keystone token given by the operator, or an `httpx.Auth` that
 asks a keystoneauth session (see `clients/cloud.py`).
 
 The microversion is negotiated once, lazily: the highest version both this client
-(1.39) and the server (`max_version` of `GET /`) speak, unless one is asked for.
+(`placement.microversion.NEWEST`) and the server (`max_version` of `GET /`) speak,
+unless one is asked for.
 """
 
 from __future__ import annotations
@@ -26,8 +27,9 @@ from tally.clients.errors import (
     VersionUnsupported,
 )
 from tally.clients.http import http_client
+from tally.placement.microversion import NEWEST, as_tuple
 
-CLIENT_MAX_VERSION = (1, 39)
+CLIENT_MAX_VERSION = as_tuple(NEWEST)
 DEFAULT_URL = "http://127.0.0.1:8778"
 NOAUTH_ADMIN_TOKEN = "admin"
 USER_AGENT = "tally-placement-client"
@@ -41,7 +43,7 @@ def parse_version(text: str) -> tuple[int, int]:
     match = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", text or "")
     if not match:
         raise ConfigurationError(
-            f"placement API version {text!r} is not MAJOR.MINOR (like 1.39) or 'latest'"
+            f"placement API version {text!r} is not MAJOR.MINOR (like {NEWEST}) or 'latest'"
         )
     return int(match.group(1)), int(match.group(2))
 

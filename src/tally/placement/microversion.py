@@ -57,8 +57,9 @@ VERSIONS: tuple[str, ...] = (
     "1.39",  # any-of traits (in:) and repeated required
 )
 
+NEWEST = VERSIONS[-1]  # what the service, the clients, the CLI, the page and the lab speak
 MIN_VERSION = microversion_parse.parse_version_string(VERSIONS[0])
-MAX_VERSION = microversion_parse.parse_version_string(VERSIONS[-1])
+MAX_VERSION = microversion_parse.parse_version_string(NEWEST)
 
 
 class MicroversionError(Exception):

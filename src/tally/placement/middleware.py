@@ -13,6 +13,8 @@ import re
 import time
 import urllib.parse
 import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
 
 import falcon
 
@@ -170,60 +172,84 @@ class Microversion:
             raise BadRequest(str(exc)) from None
 
 
-class NoAuth:
+Header = Callable[[str], str | None]  # a request's header by name (None: absent)
+
+
+def noauth_identity(header: Header) -> Identity:
     """Upstream's noauth2: token `user[:project]`, user `admin` is an admin,
     `x-roles` sets roles explicitly. As there, the headers a Keystone-aware
     proxy would set also count: `x-project-id` names the project, and
     `openstack-system-scope: all` makes a system-scoped (project-less) token."""
+    token = header("x-auth-token")
+    if not token:
+        raise Unauthorized("The request you have made requires authentication.")
+    user_id, _, project_id = token.partition(":")
+    roles_header = header("x-roles")
+    if roles_header is not None:
+        roles = _split(roles_header)
+    else:
+        roles = ("admin",) if user_id == "admin" else ()
+    system_scope = header("openstack-system-scope") or None
+    token_project = None if system_scope else project_id or user_id
+    return Identity(
+        user_id,
+        header("x-project-id") or token_project,
+        roles,
+        system_scope=system_scope,
+        domain_id=header("x-domain-id") or None,
+    )
+
+
+def confirmed_identity(header: Header, env: Mapping[str, Any]) -> Identity:
+    """Identity from the headers keystonemiddleware's auth_token (or the lab's
+    token filter) confirmed. A token Keystone could not be asked about (the edge
+    sets KEYSTONE_UNREACHABLE in `env`) is 503 with `retry-after`, as upstream
+    answers."""
+    if env.get(KEYSTONE_UNREACHABLE):
+        raise ServiceUnavailable(
+            "The identity service (Keystone) could not be reached to validate the "
+            f"token; retry in {RETRY_AFTER_SECONDS} seconds.",
+            **{"retry-after": str(RETRY_AFTER_SECONDS)},
+        )
+    if header("x-identity-status") != "Confirmed":
+        raise Unauthorized("The request you have made requires authentication.")
+    return Identity(
+        header("x-user-id") or "",
+        header("x-project-id") or None,
+        _split(header("x-roles") or ""),
+        system_scope=header("openstack-system-scope") or None,
+        domain_id=header("x-domain-id") or None,
+    )
+
+
+def identify(auth_strategy: str, header: Header, env: Mapping[str, Any]) -> Identity:
+    """The caller as the auth mode reads it: noauth's token, or (keystone, lab)
+    the headers auth_token or the lab's token filter confirmed. Placement's
+    identity middlewares and the operator page's gate both ask this."""
+    if auth_strategy == "noauth":
+        return noauth_identity(header)
+    return confirmed_identity(header, env)
+
+
+class NoAuth:
+    """Who is asking, by `noauth_identity`; the version document is open."""
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         if req.path in UNAUTHENTICATED_PATHS:
             return
-        token = req.get_header("x-auth-token")
-        if not token:
-            raise Unauthorized("The request you have made requires authentication.")
-        user_id, _, project_id = token.partition(":")
-        roles_header = req.get_header("x-roles")
-        if roles_header is not None:
-            roles = _split(roles_header)
-        else:
-            roles = ("admin",) if user_id == "admin" else ()
-        system_scope = req.get_header("openstack-system-scope") or None
-        token_project = None if system_scope else project_id or user_id
-        req.context.identity = Identity(
-            user_id,
-            req.get_header("x-project-id") or token_project,
-            roles,
-            system_scope=system_scope,
-            domain_id=req.get_header("x-domain-id") or None,
-        )
+        req.context.identity = noauth_identity(req.get_header)
 
 
 class KeystoneIdentity:
-    """Identity from the headers keystonemiddleware's auth_token sets (it strips any
-    the client sent). auth_token runs with `delay_auth_decision`, so the version
-    document stays open and this decides; a 401 from here still gets auth_token's
-    `www-authenticate` header. A token Keystone could not be asked about (the edge
-    sets KEYSTONE_UNREACHABLE) is 503 with `retry-after`, as upstream answers."""
+    """Who is asking, by `confirmed_identity`: the headers keystonemiddleware's
+    auth_token sets (it strips any the client sent). auth_token runs with
+    `delay_auth_decision`, so the version document stays open and this decides;
+    a 401 from here still gets auth_token's `www-authenticate` header."""
 
     def process_request(self, req: falcon.Request, resp: falcon.Response) -> None:
         if req.path in UNAUTHENTICATED_PATHS:
             return
-        if req.env.get(KEYSTONE_UNREACHABLE):
-            raise ServiceUnavailable(
-                "The identity service (Keystone) could not be reached to validate the "
-                f"token; retry in {RETRY_AFTER_SECONDS} seconds.",
-                **{"retry-after": str(RETRY_AFTER_SECONDS)},
-            )
-        if req.get_header("x-identity-status") != "Confirmed":
-            raise Unauthorized("The request you have made requires authentication.")
-        req.context.identity = Identity(
-            req.get_header("x-user-id") or "",
-            req.get_header("x-project-id") or None,
-            _split(req.get_header("x-roles") or ""),
-            system_scope=req.get_header("openstack-system-scope") or None,
-            domain_id=req.get_header("x-domain-id") or None,
-        )
+        req.context.identity = confirmed_identity(req.get_header, req.env)
 
 
 def _answers(req: falcon.Request, resource: object) -> bool:

@@ -239,13 +239,13 @@ class Document:
         """`?microversion=1.x` (default: the latest); no authentication needed."""
         params = query(req)
         wanted = single(params, "microversion")
-        wanted = microversion.VERSIONS[-1] if wanted is None else wanted
+        wanted = microversion.NEWEST if wanted is None else wanted
         if wanted not in (*microversion.VERSIONS, "latest"):
             raise BadRequest(
                 f"Invalid microversion {wanted!r}: expected one of "
-                f"{microversion.VERSIONS[0]} .. {microversion.VERSIONS[-1]}, or 'latest'.",
+                f"{microversion.VERSIONS[0]} .. {microversion.NEWEST}, or 'latest'.",
                 code=codes.QUERYPARAM_BAD_VALUE,
             )
         checked_query(req, params)
-        version = microversion.VERSIONS[-1] if wanted == "latest" else wanted
+        version = microversion.NEWEST if wanted == "latest" else wanted
         resp.media = {**document(self.routes, version), "servers": [{"url": req.root_path or "/"}]}

@@ -93,6 +93,7 @@ def _never_served(environ: dict[str, Any], start_response: Callable) -> Iterable
 def _compose(settings: Settings, engine: sa.Engine) -> Server:
     from tally.placement.app import create_app as placement_app
     from tally.placement.ledger.usages import sample as provider_sample
+    from tally.placement.microversion import NEWEST
     from tally.serve.fill_gauges import CapacityGauges, in_process_compute
     from tally.serve.health import Healthcheck, is_admin
     from tally.serve.metrics import MetricsApp
@@ -131,7 +132,7 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
     else:
         transport = httpx.WSGITransport(app=as_caller(placement, *SERVICE_USER))
         client = PlacementClient(
-            "http://placement.lab", token=None, version="1.39", transport=transport
+            "http://placement.lab", token=None, version=NEWEST, transport=transport
         )
     report = ReportClient(client)
     compute = compute_app(settings, engine, report)

@@ -2,7 +2,7 @@
 API and knows nothing of the server, so what it needs of the server is given here.
 
 - `in_process_client`: the PlacementClient it reads through, on this server's own
-  Placement app in-process, as an admin at microversion 1.39 (also the capacity
+  Placement app in-process, as an admin at the newest microversion (also the capacity
   gauges' client).
 - `PolicyGate`: who may read it, as Placement decides who may call it: the identity
   the auth mode reads (noauth's token, or the headers auth_token or the lab's token
@@ -13,7 +13,6 @@ API and knows nothing of the server, so what it needs of the server is given her
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import falcon
 import httpx
@@ -22,7 +21,7 @@ import sqlalchemy as sa
 from tally.clients.inprocess import WSGIApp, as_caller, once
 from tally.clients.placement import PlacementClient
 from tally.config import Settings
-from tally.placement import middleware, policy
+from tally.placement import microversion, middleware, policy
 from tally.placement.app import create_app as placement_app
 from tally.placement.context import Identity
 from tally.placement.ledger import errors
@@ -35,29 +34,17 @@ def in_process_client(
     settings: Settings, engine: sa.Engine, placement: WSGIApp | None = None
 ) -> Callable[[], PlacementClient]:
     """A getter of one PlacementClient on this server's Placement, in-process, as an
-    admin at 1.39: over `placement` (the server's own app), or an app of its own
+    admin at the newest microversion: over `placement` (the server's own app), or an app of its own
     built on first use."""
 
     def make() -> PlacementClient:
         app = placement if placement is not None else placement_app(settings, engine)
         transport = httpx.WSGITransport(app=as_caller(app, "tally-ui", "tally-ui", "admin"))
         return PlacementClient(
-            "http://placement.ui", token=None, version="1.39", transport=transport
+            "http://placement.ui", token=None, version=microversion.NEWEST, transport=transport
         )
 
     return once(make)
-
-
-class _AtApiPath:
-    """What Placement's identity middlewares read of a request, at a path they
-    authenticate (they let `/` by: the version document's path, and the page's)."""
-
-    path = auth.PREFIX
-
-    def __init__(self, req: falcon.Request) -> None:
-        self.get_header = req.get_header
-        self.context = req.context
-        self.env = req.env  # where the edge says Keystone could not be asked
 
 
 class PolicyGate:
@@ -66,14 +53,15 @@ class PolicyGate:
 
     def __init__(self, settings: Settings) -> None:
         self.policy = policy.Policy(settings)
-        reader: Any = middleware.NoAuth() if settings.auth_strategy == "noauth" else None
-        # keystone, lab: the identity auth_token or the lab's token filter confirmed
-        self.reader = reader or middleware.KeystoneIdentity()
+        self.auth_strategy = settings.auth_strategy
 
     def identify(self, req: falcon.Request) -> Identity:
-        """The caller, as Placement would see it (Unauthorized without a valid token)."""
-        self.reader.process_request(_AtApiPath(req), None)
-        return req.context.identity
+        """The caller, as Placement would see it (Unauthorized without a valid
+        token); kept on the request's context, as Placement keeps it, for the
+        request log."""
+        identity = middleware.identify(self.auth_strategy, req.get_header, req.env)
+        req.context.identity = identity
+        return identity
 
     def __call__(self, req: falcon.Request) -> auth.Caller:
         try:

@@ -14,7 +14,7 @@ a seam answering None makes the page say "not available".
   capacity`'s read).
 
 `client` is the page's PlacementClient: on the server's own Placement, in-process,
-as an admin at microversion 1.39 (`tally.serve.page.in_process_client`).
+as an admin at the newest microversion (`tally.serve.page.in_process_client`).
 """
 
 from __future__ import annotations

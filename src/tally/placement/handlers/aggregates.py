@@ -7,21 +7,18 @@ neither checked nor moved; from 1.19 the body and the answer carry
 
 from __future__ import annotations
 
-from typing import Any
-
 import falcon
 
 from tally.placement.context import Service
-from tally.placement.handlers.common import cache_headers, checked_body, read_json, since
+from tally.placement.handlers.common import answer, cache_headers, checked_body, read_json, since
 from tally.placement.ledger import aggregates as ledger
 from tally.placement.schemas.aggregates import GENERATION_VERSION
 
 
 def _send(req: falcon.Request, resp: falcon.Response, found: ledger.ProviderAggregates) -> None:
-    body: dict[str, Any] = {"aggregates": found.aggregates}
-    if req.context.version >= GENERATION_VERSION:
-        body["resource_provider_generation"] = found.generation
-    resp.media = body
+    resp.media = answer(
+        req, {"aggregates": found.aggregates, "resource_provider_generation": found.generation}
+    )
     # Associations carry no meaningful time of their own: last-modified is now.
     cache_headers(req, resp)
 

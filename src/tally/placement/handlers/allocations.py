@@ -17,11 +17,17 @@ import falcon
 
 from tally import memory
 from tally.placement.context import Service
-from tally.placement.handlers.common import cache_headers, is_uuid_like, read_body, since
+from tally.placement.handlers.common import (
+    answer,
+    cache_headers,
+    is_uuid_like,
+    read_body,
+    since,
+)
 from tally.placement.ledger import allocations as ledger
 from tally.placement.ledger.consumers import INCOMPLETE_ID
 from tally.placement.ledger.errors import BadRequest
-from tally.placement.schemas.allocations import CONSUMER_GENERATIONS, CONSUMER_TYPES, DICT_FORM
+from tally.placement.schemas.allocations import CONSUMER_GENERATIONS
 
 
 def _write(consumer_uuid: str, body: dict[str, Any], version: Any) -> ledger.ConsumerWrite:
@@ -76,16 +82,13 @@ class ConsumerAllocations:
     def on_get(self, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
         """Any string names a consumer; an unknown one simply holds nothing."""
         found = ledger.for_consumer(self.service.engine, consumer_uuid)
-        version = req.context.version
         body: dict[str, Any] = {"allocations": found.allocations}
-        if found.allocations and version >= DICT_FORM:
+        if found.allocations:  # the owner is shown only for a consumer holding something
             body["project_id"] = found.project_id
             body["user_id"] = found.user_id
-            if version >= CONSUMER_GENERATIONS:
-                body["consumer_generation"] = found.generation
-            if version >= CONSUMER_TYPES:
-                body["consumer_type"] = found.consumer_type
-        resp.media = body
+            body["consumer_generation"] = found.generation
+            body["consumer_type"] = found.consumer_type
+        resp.media = answer(req, body)
         cache_headers(req, resp, found.last_modified)
 
     def on_put(self, req: falcon.Request, resp: falcon.Response, consumer_uuid: str) -> None:
@@ -115,11 +118,8 @@ class ProviderAllocations:
 
     def on_get(self, req: falcon.Request, resp: falcon.Response, uuid: str) -> None:
         found = ledger.for_provider(self.service.engine, uuid)
-        if req.context.version < CONSUMER_GENERATIONS:
-            for entry in found.allocations.values():
-                del entry["consumer_generation"]
-        resp.media = {
-            "allocations": found.allocations,
-            "resource_provider_generation": found.generation,
-        }
+        resp.media = answer(
+            req,
+            {"allocations": found.allocations, "resource_provider_generation": found.generation},
+        )
         cache_headers(req, resp, found.last_modified)

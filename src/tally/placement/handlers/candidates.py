@@ -12,12 +12,10 @@ from tally.placement.candidate_query import parse_query
 from tally.placement.context import Service
 from tally.placement.handlers.common import cache_headers, read_query, since
 from tally.placement.ledger import candidates as ledger
-from tally.placement.schemas.candidates import (
-    DICT_ALLOCATIONS,
-    MAPPINGS,
-    SUMMARY_TRAITS,
-    SUMMARY_TREES,
-)
+from tally.placement.schemas.candidates import DICT_ALLOCATIONS, MAPPINGS, allocation_candidates
+from tally.placement.schemas.shapes import fitter_of
+
+_FIT = fitter_of(allocation_candidates)  # the answer at a microversion (`schemas.candidates`)
 
 
 class AllocationCandidates:
@@ -59,16 +57,16 @@ class AllocationCandidates:
         result = ledger.find_candidates(self.service.engine, request, self.options, self.index)
         body = {
             "allocation_requests": _requests(result.allocation_requests, version),
-            "provider_summaries": _summaries(result.provider_summaries, version),
+            "provider_summaries": result.provider_summaries,
         }
-        return orjson.dumps(body)
+        return orjson.dumps(_FIT(tuple(version))(body))
 
 
 def _requests(found: list[dict[str, Any]], version: tuple[int, int]) -> list[dict[str, Any]]:
-    if version >= MAPPINGS:
-        return found
+    """Before 1.12 each request's allocations are a list (the rest of the shape is
+    the answer row's: `_FIT`)."""
     if version >= DICT_ALLOCATIONS:
-        return [{"allocations": r["allocations"]} for r in found]
+        return found
     return [
         {
             "allocations": [
@@ -78,10 +76,3 @@ def _requests(found: list[dict[str, Any]], version: tuple[int, int]) -> list[dic
         }
         for r in found
     ]
-
-
-def _summaries(found: dict[str, dict[str, Any]], version: tuple[int, int]) -> dict[str, Any]:
-    if version >= SUMMARY_TREES:
-        return found
-    keep = ("resources", "traits") if version >= SUMMARY_TRAITS else ("resources",)
-    return {uuid: {k: summary[k] for k in keep} for uuid, summary in found.items()}

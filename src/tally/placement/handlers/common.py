@@ -1,6 +1,7 @@
 """Small helpers every handler uses: body and query-string reading, validated
 against the schema the request's route takes at its microversion (the one
-table, `schemas.table`), microversion gates, last-modified headers and links."""
+table, `schemas.table`), answers shaped by the same table's answer rows,
+microversion gates, last-modified headers and links."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from tally.placement.ledger.errors import (
 from tally.placement.schemas import domain, patterns
 from tally.placement.schemas.domain import is_uuid_like
 from tally.placement.schemas.operation import Operation
+from tally.placement.schemas.shapes import Fit, fitter
 from tally.placement.schemas.table import OPERATIONS
 
 _FORMAT_CHECKER = jsonschema.FormatChecker()
@@ -154,6 +156,18 @@ def checked_path(req: falcon.Request, **params: str) -> None:
     validate(params, operation(req).path_schema)
 
 
+def answer(req: falcon.Request, body: Any, status: int = 200) -> Any:
+    """`body`, written with every field the newest microversion shows, as the
+    route's answer row for `status` shows it at the request's microversion (the
+    fields of that row's shape, in its order: `shapes.fitter`)."""
+    return _fit(req.method, req.uri_template, status, tuple(req.context.version))(body)
+
+
+@functools.lru_cache(maxsize=512)
+def _fit(method: str, route: str, status: int, version: tuple[int, int]) -> Fit:
+    return fitter(OPERATIONS[(method, route)].answers_at(version)[status])
+
+
 def since(min_version: str, max_version: str | None = None, status: int = 404) -> Callable:
     """Gate a responder to a microversion range; outside it the route answers as
     if the method did not exist (404 by default, or 405)."""
@@ -186,9 +200,12 @@ def http_date(when: dt.datetime) -> str:
     return email.utils.format_datetime(when.astimezone(dt.UTC), usegmt=True)
 
 
+CACHE_HEADERS = (1, 15)  # last-modified and cache-control on answers
+
+
 def cache_headers(req: falcon.Request, resp: falcon.Response, *stamps: dt.datetime | None) -> None:
     """From 1.15: `last-modified` (the newest of `stamps`, or now) and `cache-control`."""
-    if req.context.version < (1, 15):
+    if req.context.version < CACHE_HEADERS:
         return
     known = [s for s in stamps if s is not None]
     resp.set_header("last-modified", http_date(max(known) if known else utcnow()))

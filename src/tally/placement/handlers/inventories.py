@@ -12,13 +12,14 @@ from typing import Any
 import falcon
 
 from tally.placement.context import Service
-from tally.placement.handlers.common import cache_headers, read_body, since
+from tally.placement.handlers.common import CACHE_HEADERS, cache_headers, read_body, since
 from tally.placement.ledger import inventory as ledger
+from tally.placement.schemas.inventories import RESERVED_MAY_EQUAL_TOTAL
 
 
 def _rules(req: falcon.Request, service: Service) -> ledger.Rules:
     return ledger.Rules(
-        reserved_may_equal_total=req.context.version >= (1, 26),
+        reserved_may_equal_total=req.context.version >= RESERVED_MAY_EQUAL_TOTAL,
         over_capacity=service.settings.over_capacity,
     )
 
@@ -43,7 +44,7 @@ def _cache(req: falcon.Request, resp: falcon.Response, stamp: Any) -> None:
     """As upstream, an empty inventory has no `last-modified` (only `cache-control`)."""
     if stamp is not None:
         cache_headers(req, resp, stamp)
-    elif req.context.version >= (1, 15):
+    elif req.context.version >= CACHE_HEADERS:
         resp.set_header("cache-control", "no-cache")
 
 

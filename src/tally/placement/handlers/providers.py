@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid as uuidlib
 from collections.abc import Callable
 from typing import Any
@@ -12,44 +13,53 @@ import orjson
 from tally import memory
 from tally.placement import queryparams
 from tally.placement.context import Service
-from tally.placement.handlers.common import cache_headers, location, read_body, read_query, url
-from tally.placement.ledger import providers as ledger
-from tally.placement.schemas.providers import POST_RETURNS_BODY, TREES
-
-# Links of a provider beyond `self`, with the microversion that added each.
-_LINKS = (
-    ("inventories", (1, 0)),
-    ("usages", (1, 0)),
-    ("aggregates", (1, 1)),
-    ("traits", (1, 6)),
-    ("allocations", (1, 11)),
+from tally.placement.handlers.common import (
+    cache_headers,
+    location,
+    operation,
+    read_body,
+    read_query,
+    url,
 )
+from tally.placement.ledger import providers as ledger
+from tally.placement.schemas.providers import link_rels, provider
+from tally.placement.schemas.shapes import fitter_of
+
 REPARENTING = (1, 37)
 _Q = '"'
 _ESCAPED = bytes(range(0x20)) + b'"\\'  # the characters JSON strings escape
+
+
+_FIT = fitter_of(provider)  # a provider's answer at a microversion (`schemas.providers`)
+
+
+@functools.lru_cache(maxsize=64)
+def _has_trees(version: tuple[int, int]) -> bool:
+    """Whether a provider's answer at `version` shows its tree (parent and root)."""
+    return "root_provider_uuid" in provider(version)["properties"]
 
 
 def serializer(req: falcon.Request) -> Callable[[ledger.Provider], dict[str, Any]]:
     """A function shaping one provider for this request's microversion (what
     depends on the request is worked out once: a listing shapes thousands)."""
     base = url(req, "/resource_providers/")
-    version = req.context.version
-    rels = [rel for rel, since in _LINKS if version >= since]
-    trees = version >= TREES
+    version = tuple(req.context.version)
+    rels = link_rels(version)
+    fit = _FIT(version)
 
-    def shape(provider: ledger.Provider) -> dict[str, Any]:
-        href = base + provider.uuid
-        body: dict[str, Any] = {
-            "uuid": provider.uuid,
-            "name": provider.name,
-            "generation": provider.generation,
-            "links": [{"rel": "self", "href": href}]
-            + [{"rel": rel, "href": f"{href}/{rel}"} for rel in rels],
-        }
-        if trees:
-            body["parent_provider_uuid"] = provider.parent_provider_uuid
-            body["root_provider_uuid"] = provider.root_provider_uuid
-        return body
+    def shape(found: ledger.Provider) -> dict[str, Any]:
+        href = base + found.uuid
+        return fit(
+            {
+                "uuid": found.uuid,
+                "name": found.name,
+                "generation": found.generation,
+                "links": [{"rel": "self", "href": href}]
+                + [{"rel": rel, "href": f"{href}/{rel}"} for rel in rels],
+                "parent_provider_uuid": found.parent_provider_uuid,
+                "root_provider_uuid": found.root_provider_uuid,
+            }
+        )
 
     return shape
 
@@ -72,13 +82,9 @@ def render_listing(req: falcon.Request, rows: list[tuple]) -> bytes:
     base = _json_text(url(req, "/resource_providers/"))
     links = ",".join(
         [f'{{"rel":"self","href":"{base}{_MARK}"}}']
-        + [
-            f'{{"rel":"{rel}","href":"{base}{_MARK}/{rel}"}}'
-            for rel, since in _LINKS
-            if version >= since
-        ]
+        + [f'{{"rel":"{rel}","href":"{base}{_MARK}/{rel}"}}' for rel in link_rels(version)]
     )
-    shape = (links, version >= TREES)
+    shape = (links, _has_trees(version))
     kept = _PARTS.get(shape)
     if kept is None or len(kept) > _PARTS_KEPT:
         if len(_PARTS) >= _SHAPES_KEPT:
@@ -179,7 +185,7 @@ class Providers:
             self.service.engine, name=data["name"], uuid=rp_uuid, parent_uuid=parent
         )
         resp.location = location(req, f"/resource_providers/{created.uuid}")
-        if version >= POST_RETURNS_BODY:
+        if 200 in operation(req).answers_at(version):  # the provider, from 1.20
             resp.media = serialize(req, created)
             cache_headers(req, resp, created.last_modified)
         else:

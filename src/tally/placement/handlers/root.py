@@ -5,7 +5,7 @@ from __future__ import annotations
 import falcon
 
 from tally.placement.handlers.common import cache_headers
-from tally.placement.microversion import VERSIONS
+from tally.placement.microversion import NEWEST, VERSIONS
 
 
 class Home:
@@ -14,7 +14,7 @@ class Home:
             "versions": [
                 {
                     "id": f"v{VERSIONS[0]}",
-                    "max_version": VERSIONS[-1],
+                    "max_version": NEWEST,
                     "min_version": VERSIONS[0],
                     "status": "CURRENT",
                     "links": [{"rel": "self", "href": ""}],

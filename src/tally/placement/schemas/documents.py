@@ -16,7 +16,7 @@ QUERY: Schema = {
         "microversion": {
             "type": "string",
             "enum": [*microversion.VERSIONS, "latest"],
-            "default": microversion.VERSIONS[-1],
+            "default": microversion.NEWEST,
         }
     },
     "additionalProperties": False,

@@ -19,6 +19,7 @@ from tally.placement.schemas.domain import GENERATION, MAX_INT
 from tally.placement.schemas.operation import NO_CONTENT, Key, Operation, always
 from tally.placement.schemas.shapes import mapping, obj
 
+RESERVED_MAY_EQUAL_TOTAL = (1, 26)  # a rule of the ledger, not a shape
 MAX_FLOAT = 3.40282e38
 RESOURCE_CLASS_PATTERN = names.RESOURCE_CLASS_PATTERN
 

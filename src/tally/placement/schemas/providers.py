@@ -21,6 +21,14 @@ from tally.placement.schemas.shapes import GENERATION, LINKS, NULLABLE_UUID, STR
 
 TREES = (1, 14)  # parent/root uuids in bodies, parent_provider_uuid in requests
 POST_RETURNS_BODY = (1, 20)
+# Links of a provider beyond `self`, with the microversion that added each.
+LINKS_SINCE: tuple[tuple[str, Version], ...] = (
+    ("inventories", (1, 0)),
+    ("usages", (1, 0)),
+    ("aggregates", (1, 1)),
+    ("traits", (1, 6)),
+    ("allocations", (1, 11)),
+)
 
 _UUID = {"type": "string", "format": "uuid"}
 _NAME = {"type": "string", "maxLength": 200}
@@ -74,6 +82,11 @@ def provider(v: Version) -> Schema:
         properties["parent_provider_uuid"] = NULLABLE_UUID
         properties["root_provider_uuid"] = UUID
     return obj(**properties)
+
+
+def link_rels(v: Version) -> list[str]:
+    """The `rel`s of a provider's links beyond `self` at `v`."""
+    return [rel for rel, first in LINKS_SINCE if v >= first]
 
 
 def provider_list(v: Version) -> Schema:
