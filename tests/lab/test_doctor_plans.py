@@ -25,10 +25,12 @@ import pytest
 
 from tally.nova.flavors import claimed_resources
 from tests.conftest import PG_SERVER
-from tests.live import install_osc, tally_serve
+from tests.live import VENV_TIMEOUT, install_osc, tally_serve
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "conformance"))
 from fresh_db import create_database  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(VENV_TIMEOUT)]
 
 # fault -> which provider of its report the operator shrinks, and how far
 FAULTS = {

@@ -10,10 +10,13 @@ import time
 from urllib.parse import urlsplit
 
 import httpx
+import pytest
 
 from tally.serve import admission
 from tally.serve import server as serving
 from tests.live import serving_thread
+
+pytestmark = pytest.mark.slow
 
 BOUND = 4 << 20
 SENDERS = 12  # each holds 700 KB of a 1 MB body: 8.4 MB in all, twice the bound
