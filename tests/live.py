@@ -26,6 +26,13 @@ from typing import Any
 import httpx
 import pytest
 
+# Per-test time limits (pytest-timeout; the default, 300 s, is pyproject's): a test that
+# may first build a throw-away venv of other projects' packages (pip from PyPI: minutes
+# on a fresh machine), and one on the clustered databases (bin/cluster starts them in
+# the first test's set-up). A hung server still fails the test in minutes.
+VENV_TIMEOUT = 1200
+CLUSTER_TIMEOUT = 1200
+
 
 def free_port() -> int:
     with socket.socket() as sock:

@@ -93,6 +93,7 @@ def add_hosts(engine: sa.Engine, count: int) -> None:
 
 
 @pytest.mark.parametrize("index_mb", [0, 1024], ids=["database", "index"])
+@pytest.mark.slow
 def test_a_whole_answer_through_the_server(engine, index_mb, caplog):
     hosts = 2 * render.SUMMARIES_A_CHUNK + 1
     add_hosts(engine, hosts)

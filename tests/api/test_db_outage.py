@@ -147,6 +147,7 @@ def cluster() -> Iterator[PrivateCluster]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_postgresql_stopped_then_started_again(cluster):
     engine = make_engine(cluster.url)
     prepare_database(engine)

@@ -29,7 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.live import tally_serve, throwaway_venv
+from tests.live import VENV_TIMEOUT, tally_serve, throwaway_venv
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(VENV_TIMEOUT)]
 
 RUNNER = Path(__file__).with_name("upstream_runner.py")
 TMP = Path(tempfile.gettempdir())

@@ -21,6 +21,9 @@ import httpx
 import pytest
 
 from tally.db.mysql import MYSQL_TIMEOUTS
+from tests.live import CLUSTER_TIMEOUT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TIMEOUT)]
 
 BOUND = MYSQL_TIMEOUTS["read_timeout"] + 1  # a frozen node's statement times out, then 503
 

@@ -18,7 +18,12 @@ from pathlib import Path
 
 import cluster_load as load  # bench/cluster_load.py (put on sys.path by conftest)
 import httpx
+import pytest
 from cluster import cluster, first_status  # bench/cluster.py
+
+from tests.live import CLUSTER_TIMEOUT
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(CLUSTER_TIMEOUT)]
 
 HOST, PORT = "10.77.0.24", 8778
 

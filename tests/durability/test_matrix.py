@@ -31,7 +31,7 @@ TIMERS = {  # every background job of ours runs during the load
     "history_keep_rows": "150",
 }
 
-pytestmark = pytest.mark.durability
+pytestmark = [pytest.mark.durability, pytest.mark.slow]
 
 
 @pytest.fixture(params=[1, 4], ids=lambda n: f"{n}-workers")

@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.live import free_port, server_process, tally_serve, throwaway_venv
+from tests.live import VENV_TIMEOUT, free_port, server_process, tally_serve, throwaway_venv
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(VENV_TIMEOUT)]
 
 RP = "6f0c3b4e-8d3a-4a55-9c2e-0e1f5a7a4d10"
 SERVER = "2d9d4c1e-5a6b-4c7d-8e9f-0a1b2c3d4e5f"

@@ -15,6 +15,8 @@ import pytest
 
 from tests.e2e.test_readme_tour import live_server  # noqa: F401 (fixture)
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

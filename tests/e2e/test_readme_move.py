@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tally.books import move
 from tally.config import Settings
@@ -22,6 +23,8 @@ from tally.db.engine import make_engine
 from tally.placement.app import create_app
 from tally.placement.ledger.bootstrap import prepare_database
 from tests.e2e import placement_books as books
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = "mysql+pymysql://placement:secret@db.example.org/placement"

@@ -13,6 +13,8 @@ import pytest
 
 from tests.live import tally_serve
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

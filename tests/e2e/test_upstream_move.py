@@ -36,7 +36,9 @@ import sqlalchemy as sa
 from tests.conftest import MYSQL_SERVER, PG_SERVER, create_database
 from tests.e2e import placement_books as books
 from tests.e2e.test_cli_story import UPSTREAM
-from tests.live import free_port, server_process, tally_serve, throwaway_venv
+from tests.live import VENV_TIMEOUT, free_port, server_process, tally_serve, throwaway_venv
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(VENV_TIMEOUT)]
 
 VENV = Path(
     os.environ.get(

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 
 from tests.lab.test_doctor_plans import FAULTS, Operator, assert_books_true, lab_up
-from tests.live import install_osc, tally_serve
+from tests.live import VENV_TIMEOUT, install_osc, tally_serve
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(VENV_TIMEOUT)]
 
 ROUNDS = 4
 # audit: 4 all it found is fixed, 3 some is left (for another row's fix); heal: 4 nothing to do

@@ -13,7 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.live import install_osc, tally_serve
+import pytest
+
+from tests.live import VENV_TIMEOUT, install_osc, tally_serve
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(VENV_TIMEOUT)]
 
 
 class Shell:

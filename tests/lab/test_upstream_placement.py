@@ -11,12 +11,15 @@ import os
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
 from tally.config import Settings
 from tally.serve.compose import create_server
-from tests.live import server_process
+from tests.live import VENV_TIMEOUT, server_process
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(VENV_TIMEOUT)]
 
 STORY = Path(__file__).resolve().parents[1] / "e2e" / "test_cli_story.py"
 SMALL = {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20}

@@ -18,6 +18,8 @@ import pytest
 from tally.serve import server as serving
 from tests.live import serving_thread
 
+pytestmark = pytest.mark.slow
+
 Answer = tuple[str, list[tuple[str, str]], list[bytes]]
 
 

@@ -26,6 +26,8 @@ from waitress.buffers import OverflowableBuffer
 from tally.serve.framing import ChunkedBody
 from tests.live import serving_thread
 
+pytestmark = pytest.mark.slow
+
 HEAD = b"POST /resource_providers HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
 LINE = 256  # bytes of a chunk-size line and its extensions: `Limits.chunk_line`
 TRAILER = 8192  # bytes of a trailer's field lines: `Limits.trailer`

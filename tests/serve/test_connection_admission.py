@@ -17,6 +17,8 @@ import pytest
 from tally.serve import server as serving
 from tests.live import serving_thread
 
+pytestmark = pytest.mark.slow
+
 HOSTILE = 10_000
 LIMIT = 50
 

@@ -21,7 +21,10 @@ from tally.serve import io_loop
 from tally.serve import server as serving
 from tests.live import serving_thread, wait_until
 
-pytestmark = pytest.mark.skipif(not io_loop.available(), reason="epoll is Linux only")
+pytestmark = [
+    pytest.mark.skipif(not io_loop.available(), reason="epoll is Linux only"),
+    pytest.mark.slow,
+]
 
 IDLE = 300
 REQUEST = b"GET / HTTP/1.1\r\nHost: tally\r\n\r\n"

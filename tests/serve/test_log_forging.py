@@ -9,8 +9,12 @@ import logging
 import socket
 from urllib.parse import urlsplit
 
+import pytest
+
 from tally.serve.logs import FORMAT, OneLineFormatter, one_line
 from tests.live import serving_thread
+
+pytestmark = pytest.mark.slow
 
 FORGED = '2026-12-03 10:00:00,000 INFO tally.requestlog [req-x] 10.0.0.1 "DELETE /x" status: 204'
 

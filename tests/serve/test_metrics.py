@@ -10,8 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+import pytest
 
 from tests.live import tally_serve
+
+pytestmark = pytest.mark.slow
 
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 

@@ -21,6 +21,8 @@ import pytest
 
 from tests.live import serving_thread
 
+pytestmark = pytest.mark.slow
+
 HIDDEN = b"DELETE /resource_providers/hidden HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n"
 CHUNKED_THEN_HIDDEN = b"0\r\n\r\n" + HIDDEN
 

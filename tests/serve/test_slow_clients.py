@@ -26,6 +26,8 @@ import pytest
 from tally.serve import server as serving
 from tests.live import tally_process, wait_until
 
+pytestmark = pytest.mark.slow
+
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 IDLE_CONNECTIONS = 200
 FAST = 1.0  # seconds: a normal request with 200 idle connections open (it takes ms)

@@ -22,6 +22,8 @@ from tally.db.transaction import transaction
 from tally.serve import prefork
 from tests.live import free_port, tally_process, wait_until
 
+pytestmark = pytest.mark.slow
+
 GRACE = 2  # the grace of the servers started here (seconds)
 # A server whose /stuck request spins for ever holding a lock that the process's
 # teardown needs (as a pool or a log handler may): without a bound, it never exits.

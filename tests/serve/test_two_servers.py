@@ -9,9 +9,12 @@ import uuid
 from pathlib import Path
 
 import httpx
+import pytest
 import sqlalchemy as sa
 
 from tests.live import tally_serve
+
+pytestmark = pytest.mark.slow
 
 ADMIN = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
 

@@ -109,6 +109,7 @@ SOCKET_TARGETS = [
 ]
 
 
+@pytest.mark.slow
 def test_odd_page_paths_over_a_socket(server):
     """Raw bytes in the request target: the server's own 400 or the page's 400/404."""
     with serving_thread(server) as (url, _):

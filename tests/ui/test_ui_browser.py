@@ -39,7 +39,7 @@ def _browser_missing() -> str | None:
 
 
 MISSING = _browser_missing()
-pytestmark = pytest.mark.skipif(MISSING is not None, reason=MISSING or "")
+pytestmark = [pytest.mark.skipif(MISSING is not None, reason=MISSING or ""), pytest.mark.slow]
 
 
 @pytest.fixture

@@ -20,6 +20,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tally.amounts import raw_capacity
 from tally.books.transfer import TABLES
 
 _VIEWS = {
@@ -175,7 +176,7 @@ def over_capacity(found: dict[str, dict[tuple, Any]]) -> list[Over]:
     over = []
     for (provider, rc), used in sorted(found["usage"].items()):
         inventory = found["inventories"].get((provider, rc))
-        capacity = 0.0 if inventory is None else (inventory[0] - inventory[1]) * inventory[5]
+        capacity = 0.0 if inventory is None else raw_capacity(*inventory[:2], inventory[5])
         if used > capacity:
             over.append(Over(provider, names.get(provider, ""), rc, int(used), capacity))
     return over

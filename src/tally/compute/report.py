@@ -14,6 +14,7 @@ import logging
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
+from tally import amounts
 from tally.clients import allocations as allocs
 from tally.clients import races
 from tally.clients.errors import GaveUp, PlacementError
@@ -134,8 +135,7 @@ class ReportClient:
         return self.client.get(f"/allocations/{consumer}")
 
     def held(self, consumer: str) -> Allocations:
-        found = self.allocations(consumer)["allocations"]
-        return {rp: dict(a["resources"]) for rp, a in found.items()}
+        return amounts.held(self.allocations(consumer)["allocations"])
 
     def claim(
         self,

@@ -11,6 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
+from tally.amounts import raw_capacity
 from tally.db.schema import MAX_CAPACITY, MAX_INT, inventories
 
 LOWEST = {"total": 1, "reserved": 0, "min_unit": 1, "max_unit": 1, "step_size": 1}  # in order
@@ -36,7 +37,7 @@ def inventory_fault(
         return "an inventory whose min_unit is above its max_unit", f"{min_unit} > {max_unit}"
     if not isinstance(ratio, int | float) or not math.isfinite(ratio) or ratio <= 0:
         return "an allocation_ratio not a positive finite number", repr(ratio)
-    if (total - reserved) * ratio > MAX_CAPACITY:
+    if raw_capacity(total, reserved, ratio) > MAX_CAPACITY:
         return "a capacity past what the ledger counts exactly", f"ratio {ratio!r}"
     return None
 

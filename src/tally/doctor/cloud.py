@@ -13,7 +13,8 @@ import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
-from tally.clients.allocations import Allocations, held
+from tally.amounts import held
+from tally.clients.allocations import Allocations
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
 from tally.nova.flavors import claimed_resources

@@ -21,6 +21,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from tally.amounts import capacity as capacity_of
 from tally.clients.errors import PlacementError
 from tally.clients.placement import PlacementClient
 
@@ -32,7 +33,7 @@ def capacity(record: Mapping[str, Any]) -> int:
     """What may be allocated from one inventory record."""
     total = int(record.get("total", 0))
     reserved = int(record.get("reserved", 0) or 0)
-    return int((total - reserved) * float(record.get("allocation_ratio", 1.0) or 1.0))
+    return capacity_of(total, reserved, float(record.get("allocation_ratio", 1.0) or 1.0))
 
 
 def largest_safe_reserved(total: int, allocation_ratio: float, used: int) -> int | None:
@@ -40,7 +41,7 @@ def largest_safe_reserved(total: int, allocation_ratio: float, used: int) -> int
     reserved 0 is too little."""
     if allocation_ratio <= 0:
         return None
-    fits = lambda reserved: int((total - reserved) * allocation_ratio) >= used  # noqa: E731
+    fits = lambda reserved: capacity_of(total, reserved, allocation_ratio) >= used  # noqa: E731
     reserved = min(total, total - math.ceil(used / allocation_ratio))
     while reserved >= 0 and not fits(reserved):
         reserved -= 1
@@ -54,7 +55,7 @@ def smallest_safe_total(reserved: int, allocation_ratio: float, used: int) -> in
     if allocation_ratio <= 0:
         return None
     total = reserved + math.floor(used / allocation_ratio)
-    while int((total - reserved) * allocation_ratio) < used:
+    while capacity_of(total, reserved, allocation_ratio) < used:
         total += 1
     return total
 

@@ -43,6 +43,8 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from tally.amounts import held as resources_of
+
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 
 Key = tuple[str, str]  # (provider uuid, resource class)
@@ -92,7 +94,7 @@ def allocation_requests(answer: Mapping[str, Any]) -> list[Allocations]:
         held = request["allocations"]
         if isinstance(held, list):
             held = {a["resource_provider"]["uuid"]: a for a in held}
-        found.append({rp: dict(entry["resources"]) for rp, entry in held.items()})
+        found.append(resources_of(held))
     return found
 
 

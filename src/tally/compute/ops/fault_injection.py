@@ -23,6 +23,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from tally import amounts
 from tally.compute.context import LAB_SYSTEM, Lab
 from tally.compute.errors import BadRequest, Conflict, NotFound
 from tally.compute.ops import hosts, moves
@@ -227,7 +228,7 @@ def _report(
             {
                 "consumer": consumer,
                 "consumer_type": found.get("consumer_type"),
-                "allocations": {rp: a["resources"] for rp, a in found["allocations"].items()},
+                "allocations": amounts.held(found["allocations"]),
             }
         )
     return {

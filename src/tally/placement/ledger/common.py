@@ -5,14 +5,12 @@ generation compare-and-swap that guards every provider write is
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Iterable
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql
 
 from tally.db import schema as t
-from tally.db.bound_lists import in_bound_list
+from tally.db.bound_lists import among, in_bound_list  # noqa: F401 (among: candidates/, providers)
 from tally.db.engine import is_sqlite
 from tally.placement.ledger.errors import NotFound
 
@@ -164,22 +162,3 @@ def lock_providers(conn: sa.Connection, provider_ids: list[int]) -> None:
     if is_sqlite(conn) or not provider_ids:
         return
     conn.execute(_LOCK_PROVIDERS, {"ids": sorted(set(provider_ids))}).all()
-
-
-IN_LIST_MAX = 1000  # ids in one IN list of a database that takes no list as one parameter
-
-
-def among(
-    column: sa.ColumnElement, ids: Collection[int], dialect: str
-) -> sa.ColumnElement[bool] | None:
-    """`column IN ids`, sent as one parameter where the database allows (PostgreSQL
-    plans a list of 500 parameters in more time than it reads their rows); None
-    when the database takes them only one by one and they are more than
-    `IN_LIST_MAX`: the caller filters another way."""
-    ids = sorted(ids)
-    if dialect == "sqlite":
-        each = sa.func.json_each(sa.literal(json.dumps(ids))).table_valued("value")
-        return column.in_(sa.select(each.c.value))
-    if dialect == "postgresql":
-        return column == sa.any_(sa.literal(ids, postgresql.ARRAY(sa.Integer)))
-    return column.in_(ids) if len(ids) <= IN_LIST_MAX else None

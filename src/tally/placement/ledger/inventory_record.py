@@ -7,8 +7,8 @@ import dataclasses
 import datetime as dt
 from typing import Any
 
+from tally.amounts import capacity
 from tally.db.schema import MAX_INT
-from tally.placement.ledger.usage_queries import capacity
 
 FIELDS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 

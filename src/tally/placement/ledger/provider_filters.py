@@ -9,9 +9,11 @@ import dataclasses
 
 import sqlalchemy as sa
 
+from tally.amounts import raw_capacity
 from tally.db import schema as t
+from tally.db.bound_lists import among
 from tally.db.row_rules import sound_inventory
-from tally.placement.ledger.common import among, ids_by_name
+from tally.placement.ledger.common import ids_by_name
 from tally.placement.ledger.errors import BadRequest
 
 _rp = t.resource_providers
@@ -149,7 +151,7 @@ def providers_with_capacity(wanted: dict[int, int]) -> sa.Select:
         sa.select(
             inv.c.resource_provider_id.label("rp"),
             inv.c.resource_class_id.label("rc"),
-            ((inv.c.total - inv.c.reserved) * inv.c.allocation_ratio).label("capacity"),
+            raw_capacity(inv.c.total, inv.c.reserved, inv.c.allocation_ratio).label("capacity"),
             sa.literal(0, sa.Integer).label("used"),
         ).where(sa.or_(*fits_units)),
         sa.select(

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
+from tally.amounts import capacity  # noqa: F401 (for ledger.allocations: switch it to tally.amounts)
 from tally.db import schema as t
-
-
-def capacity(total: int, reserved: int, allocation_ratio: float) -> int:
-    """What may be allocated: `int((total - reserved) * allocation_ratio)`."""
-    return int((total - reserved) * allocation_ratio)
 
 
 def used_by_provider(conn: sa.Connection, provider_ids: list[int]) -> dict[tuple[int, int], int]:

@@ -11,11 +11,12 @@ import dataclasses
 
 import sqlalchemy as sa
 
+from tally.amounts import capacity
 from tally.db import schema as t
 from tally.db.transaction import transaction
 from tally.placement.ledger import consumers as cons
 from tally.placement.ledger.common import provider_row
-from tally.placement.ledger.usage_queries import capacity, used_by_provider
+from tally.placement.ledger.usage_queries import used_by_provider
 
 ALL_TYPES = "all"
 
