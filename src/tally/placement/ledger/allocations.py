@@ -21,6 +21,7 @@ from typing import NamedTuple
 
 import sqlalchemy as sa
 
+from tally.amounts import capacity
 from tally.db import schema as t
 from tally.db.bound_lists import in_bound_list
 from tally.db.retry import RunAgain, retrying
@@ -34,7 +35,6 @@ from tally.placement.ledger.common import (
     utcnow,
 )
 from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict, NotFound
-from tally.placement.ledger.usage_queries import capacity
 
 LOG = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.db.bound_lists import among, in_bound_list  # noqa: F401 (among: candidates/, providers)
+from tally.db.bound_lists import in_bound_list
 from tally.db.engine import is_sqlite
 from tally.placement.ledger.errors import NotFound
 

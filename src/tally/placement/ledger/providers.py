@@ -20,6 +20,7 @@ from sqlalchemy.dialects import postgresql
 
 from tally.db import schema as t
 from tally.db import tree_rules
+from tally.db.bound_lists import among
 from tally.db.engine import is_sqlite
 from tally.db.retry import retrying, run_retrying
 from tally.db.transaction import transaction
@@ -27,7 +28,6 @@ from tally.placement.ledger import history_records, provider_listing
 from tally.placement.ledger.candidates import view as views
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.common import (
-    among,
     has_rows,
     locking,
     newest_stamp,

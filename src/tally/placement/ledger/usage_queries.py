@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 
-from tally.amounts import capacity  # noqa: F401 (for ledger.allocations: switch it to tally.amounts)
 from tally.db import schema as t
 
 

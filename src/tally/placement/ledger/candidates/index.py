@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from tally import memory
 from tally.db import journal
 from tally.db import schema as t
+from tally.db.bound_lists import among
 from tally.db.row_rules import inventory_fault
 from tally.db.transaction import transaction
 from tally.placement.ledger.candidates.answer_cache import Changed, KeptAnswers
@@ -41,7 +42,6 @@ from tally.placement.ledger.candidates.snapshot import (
     capacity_of,
     fitting,
 )
-from tally.placement.ledger.common import among
 
 LOG = logging.getLogger(__name__)
 CHUNK = 500  # ids per IN list when reloading a set of providers

@@ -17,10 +17,11 @@ from collections.abc import Collection, Iterable, Mapping
 import os_traits
 import sqlalchemy as sa
 
+from tally.amounts import capacity, raw_capacity
 from tally.db import schema as t
+from tally.db.bound_lists import among
 from tally.db.row_rules import sound_inventory
 from tally.db.schema import MAX_CAPACITY
-from tally.placement.ledger.common import among
 
 SHARING_TRAIT = os_traits.MISC_SHARES_VIA_AGGREGATE
 
@@ -73,7 +74,8 @@ def room(s: Stock) -> int:
 
 
 def capacity_of(total: int, reserved: int, ratio: float) -> int:
-    return min(int((total - reserved) * ratio), MAX_CAPACITY)
+    """`tally.amounts.capacity`, clamped to what a write accepts (as `_CAPACITY_SQL`)."""
+    return min(capacity(total, reserved, ratio), MAX_CAPACITY)
 
 
 class Snapshot:
@@ -326,7 +328,7 @@ class Snapshot:
         return found
 
 
-_RAW_CAPACITY = (_INV.c.total - _INV.c.reserved) * _INV.c.allocation_ratio
+_RAW_CAPACITY = raw_capacity(_INV.c.total, _INV.c.reserved, _INV.c.allocation_ratio)
 # int((total - reserved) * allocation_ratio) in SQL: both truncate the same double.
 # Clamped to what a write accepts today, so a row written before that check (or
 # imported) cannot overflow bigint on PostgreSQL nor read differently per backend.
