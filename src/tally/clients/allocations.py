@@ -9,9 +9,10 @@ The CLI, the doctor and the lab compute all write allocations through here.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
+from tally.amounts import held
 from tally.clients.errors import PlacementError
 from tally.clients.placement import PlacementClient
 from tally.clients.races import ATTEMPTS, until_won
@@ -29,11 +30,6 @@ class Consumer:
     user_id: str | None = None
     generation: int | None = None
     consumer_type: str | None = None
-
-
-def held(allocations: Mapping[str, Mapping[str, Any]]) -> Allocations:
-    """Placement's `{rp: {"resources": {...}, ...}}` as provider -> resources."""
-    return {rp: dict(entry["resources"]) for rp, entry in allocations.items()}
 
 
 def read(client: PlacementClient, uuid: str) -> Consumer:

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from tally.amounts import held
 from tally.clients.errors import (
     ClientError,
     ConfigurationError,
@@ -200,7 +201,7 @@ class PlacementClient:
     def provider_allocations(self, uuid: str) -> dict[str, dict[str, int]]:
         """consumer uuid -> {class: amount} of what each consumer holds on the provider."""
         body = self.get(f"/resource_providers/{uuid}/allocations")["allocations"]
-        return {consumer: dict(entry["resources"]) for consumer, entry in body.items()}
+        return held(body)
 
     def consumer_allocations(self, consumer: str) -> dict[str, Any]:
         """The body of `GET /allocations/{consumer}`: allocations per provider and, by

@@ -16,6 +16,7 @@ from typing import Any
 import falcon
 
 from tally import memory
+from tally.amounts import held
 from tally.placement.context import Service
 from tally.placement.handlers.common import (
     answer,
@@ -39,7 +40,7 @@ def _write(consumer_uuid: str, body: dict[str, Any], version: Any) -> ledger.Con
         uuid=consumer_uuid,
         project_id=body.get("project_id", INCOMPLETE_ID),
         user_id=body.get("user_id", INCOMPLETE_ID),
-        allocations={rp: dict(entry["resources"]) for rp, entry in allocations.items()},
+        allocations=held(allocations),
         check_generation=version >= CONSUMER_GENERATIONS,
         generation=body.get("consumer_generation"),
         consumer_type=body.get("consumer_type"),

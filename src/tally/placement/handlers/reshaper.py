@@ -11,6 +11,7 @@ from typing import Any
 
 import falcon
 
+from tally.amounts import held
 from tally.placement.context import Service
 from tally.placement.handlers.common import read_body, since
 from tally.placement.ledger import allocations, inventory
@@ -30,7 +31,7 @@ def _write(consumer_uuid: str, body: dict[str, Any]) -> allocations.ConsumerWrit
         uuid=consumer_uuid,
         project_id=body["project_id"],
         user_id=body["user_id"],
-        allocations={rp: dict(entry["resources"]) for rp, entry in body["allocations"].items()},
+        allocations=held(body["allocations"]),
         check_generation=True,
         generation=body["consumer_generation"],
         consumer_type=body.get("consumer_type"),
