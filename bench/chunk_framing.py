@@ -17,58 +17,22 @@ then, over raw sockets:
 from __future__ import annotations
 
 import argparse
-import os
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
-import httpx
+from served import cpu_seconds, rss_mib, tally_serve
 
 HEAD = b"POST /resource_providers HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
 MIB = 1 << 20
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def start(workdir: str) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    env = dict(os.environ, TALLY_DATABASE_URL=f"sqlite:///{workdir}/tally.db")
-    env["TALLY_AUTH_STRATEGY"] = "noauth"
-    tally = Path(sys.executable).with_name("tally")
-    proc = subprocess.Popen(
-        [str(tally), "serve", "--port", str(port), "--workers", "1"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    for _ in range(400):
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/", trust_env=False).status_code == 200:
-                return proc, port
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise RuntimeError("tally serve did not start")
+    proc, base = tally_serve(workdir)
+    return proc, int(base.rsplit(":", 1)[1])
 
 
 def send_hostile(port: int, data: bytes, timeout: float = 120) -> tuple[float, str]:

@@ -17,54 +17,21 @@ requests; the baseline first.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
-from pathlib import Path
 
 import httpx
+from served import rss_mib, tally_serve
 
 HEADERS = {"OpenStack-API-Version": "placement 1.39", "X-Auth-Token": "admin"}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def rss_mib(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError("no VmRSS")
-
-
 def start(budget: int | None, workdir: str) -> tuple[subprocess.Popen, httpx.Client]:
-    port = free_port()
-    env = dict(os.environ, TALLY_DATABASE_URL=f"sqlite:///{workdir}/tally.db")
-    env["TALLY_AUTH_STRATEGY"] = "noauth"
-    if budget is not None:
-        env["TALLY_CANDIDATES_ANSWER_BUDGET"] = str(budget)
-    tally = Path(sys.executable).with_name("tally")
-    proc = subprocess.Popen(
-        [str(tally), "serve", "--port", str(port), "--workers", "1"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    client = httpx.Client(base_url=f"http://127.0.0.1:{port}", headers=HEADERS, timeout=600)
-    for _ in range(200):
-        try:
-            if client.get("/").status_code == 200:
-                return proc, client
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise RuntimeError("tally serve did not start")
+    settings = {} if budget is None else {"candidates_answer_budget": str(budget)}
+    proc, base = tally_serve(workdir, **settings)
+    return proc, httpx.Client(base_url=base, headers=HEADERS, timeout=600)
 
 
 def build(client: httpx.Client) -> None:

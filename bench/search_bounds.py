@@ -30,10 +30,7 @@ Timings are printed, never asserted.
 from __future__ import annotations
 
 import argparse
-import os
-import socket
 import subprocess
-import sys
 import tempfile
 import time
 import uuid
@@ -42,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
+from served import status_mib, tally_serve
 
 HEADERS = {"OpenStack-API-Version": "placement 1.39", "X-Auth-Token": "admin"}
 PATHS = {"index": 2048, "sql": 0}
@@ -54,19 +52,6 @@ GROUPS: dict[str, tuple[int | None, ...]] = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def status_mib(pid: int, field: str) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(f"{field}:"):
-            return int(line.split()[1]) / 1024
-    raise RuntimeError(f"no {field}")
-
-
 def reset_peak(pid: int) -> bool:
     """Reset the process's VmHWM to its VmRSS (Linux 4.0+); False if refused."""
     try:
@@ -77,27 +62,7 @@ def reset_peak(pid: int) -> bool:
 
 
 def start(index_mb: int, settings: dict[str, str], workdir: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = dict(os.environ, TALLY_DATABASE_URL=f"sqlite:///{workdir}/tally.db")
-    env |= {"TALLY_AUTH_STRATEGY": "noauth", "TALLY_LAB": "off"}
-    env["TALLY_CANDIDATES_INDEX_MAX_MB"] = str(index_mb)
-    env |= {f"TALLY_{name.upper()}": value for name, value in settings.items()}
-    tally = Path(sys.executable).with_name("tally")
-    proc = subprocess.Popen(
-        [str(tally), "serve", "--port", str(port), "--workers", "1"],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(400):
-        try:
-            if httpx.get(f"{base}/", trust_env=False).status_code == 200:
-                return proc, base
-        except httpx.TransportError:
-            time.sleep(0.05)
-    proc.terminate()
-    raise RuntimeError("tally serve did not start")
+    return tally_serve(workdir, lab="off", candidates_index_max_mb=str(index_mb), **settings)
 
 
 @dataclass
