@@ -1,10 +1,12 @@
 """Placement error codes (the `code` of an error body, from microversion 1.23).
 
-Append-only: a client may match on any of these strings; never rename one.
+Append-only: a client may match on any of these strings; never change or drop one
+(`tally.clients.errors` keeps its own copy of INVENTORY_IN_USE: clients import no
+`tally.placement`).
 """
 
 DEFAULT = "placement.undefined_code"
-INVENTORY_INUSE = "placement.inventory.inuse"
+INVENTORY_IN_USE = "placement.inventory.inuse"
 CONCURRENT_UPDATE = "placement.concurrent_update"
 DUPLICATE_NAME = "placement.duplicate_name"
 PROVIDER_IN_USE = "placement.resource_provider.inuse"
@@ -16,7 +18,7 @@ QUERYPARAM_MISSING_VALUE = "placement.query.missing_value"
 
 ALL: tuple[str, ...] = (
     DEFAULT,
-    INVENTORY_INUSE,
+    INVENTORY_IN_USE,
     CONCURRENT_UPDATE,
     DUPLICATE_NAME,
     PROVIDER_IN_USE,

@@ -77,7 +77,7 @@ class DuplicateName(Conflict):
 
 
 class InventoryInUse(Conflict):
-    code = codes.INVENTORY_INUSE
+    code = codes.INVENTORY_IN_USE
 
 
 class ProviderInUse(Conflict):
