@@ -13,10 +13,10 @@ import ast
 import random
 from pathlib import Path
 
-from tally.nova import fill as capacity
+from tally.nova import fill as nova_fill
 from tally.nova.fill import HostFit, fill
 
-SHARES = capacity.SHARING_TRAIT
+SHARES = nova_fill.SHARING_TRAIT
 
 
 def summary(root: str | None = None, traits=(), **resources: tuple[int, int]) -> dict:
@@ -41,8 +41,8 @@ def answer(requests: list[dict], summaries: dict) -> dict:
 def claim_until_refused(found: dict) -> tuple[int, dict[str, int]]:
     """The brute force on a static answer: claim the first candidate that still
     fits, again and again, as a server keeping its order would offer them."""
-    room = capacity.room_of(found)
-    requests = capacity.allocation_requests(found)
+    room = nova_fill.room_of(found)
+    requests = nova_fill.allocation_requests(found)
     total, hosts = 0, {}
     while True:
         for request in requests:
@@ -53,7 +53,7 @@ def claim_until_refused(found: dict) -> tuple[int, dict[str, int]]:
         for rp, r in request.items():
             for rc, n in r.items():
                 room[(rp, rc)] -= n
-        host = capacity.host_of(request, found["provider_summaries"])
+        host = nova_fill.host_of(request, found["provider_summaries"])
         hosts[host] = hosts.get(host, 0) + 1
         total += 1
 
@@ -168,7 +168,7 @@ def test_an_empty_answer_fits_nothing():
 
 def test_by_aggregate_sums_hosts_of_each_aggregate():
     hosts = [HostFit("a", 3, ()), HostFit("b", 4, ()), HostFit("c", 5, ())]
-    rows = capacity.by_aggregate(hosts, {"a": ["agg-1"], "b": ["agg-1", "agg-2"], "c": []})
+    rows = nova_fill.by_aggregate(hosts, {"a": ["agg-1"], "b": ["agg-1", "agg-2"], "c": []})
     assert [(r.aggregate, r.hosts, r.fits) for r in rows] == [
         ("agg-1", ("a", "b"), 7),
         ("agg-2", ("b",), 4),
@@ -208,7 +208,7 @@ def test_the_fill_matches_claiming_first_candidates_on_random_static_answers():
 def test_the_fill_module_stands_alone():
     """Plain data in and out: the server may use it without the clients or HTTP (it
     reads allocations by Placement's one rule, tally.amounts: plain arithmetic too)."""
-    tree = ast.parse(Path(capacity.__file__).read_text())
+    tree = ast.parse(Path(nova_fill.__file__).read_text())
     imported = {
         node.module if isinstance(node, ast.ImportFrom) else alias.name
         for node in ast.walk(tree)

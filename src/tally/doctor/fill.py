@@ -16,7 +16,7 @@ from typing import Any
 
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
-from tally.nova import fill as capacity
+from tally.nova import fill as nova_fill
 from tally.nova.flavors import claimed_resources
 
 # Nova's numbered request groups (resources1:..., trait_GPU:...): not one group.
@@ -68,7 +68,7 @@ class CapacityReport:
     shape: Shape
     total: int
     rows: list[ProviderRow] | list[AggregateRow]
-    fill: capacity.Fill
+    fill: nova_fill.Fill
 
 
 def flavor_shape(
@@ -107,7 +107,7 @@ def read_capacity(client: PlacementClient, shape: Shape, by: str = "provider") -
     """How many more of `shape` fit, per host (`by="provider"`) or per aggregate."""
     client.require("1.10", "counting what fits from allocation candidates")
     answer = client.get("/allocation_candidates", shape.query())
-    filled = capacity.fill(answer)
+    filled = nova_fill.fill(answer)
     names = {}
     if filled.hosts:
         listing = client.get("/resource_providers")["resource_providers"]
@@ -119,7 +119,7 @@ def read_capacity(client: PlacementClient, shape: Shape, by: str = "provider") -
         }
         rows: list = [
             AggregateRow(a.aggregate, len(a.hosts), a.fits)
-            for a in capacity.by_aggregate(filled.hosts, aggregates)
+            for a in nova_fill.by_aggregate(filled.hosts, aggregates)
         ]
     else:
         rows = [
@@ -131,7 +131,7 @@ def read_capacity(client: PlacementClient, shape: Shape, by: str = "provider") -
 
 
 def limiting(
-    filled: capacity.Fill, host: capacity.HostFit, names: Mapping[str, str | None]
+    filled: nova_fill.Fill, host: nova_fill.HostFit, names: Mapping[str, str | None]
 ) -> list[str]:
     """The classes that stop the host's candidates, named on the provider giving
     them when that is another tree (a sharing provider)."""

@@ -94,7 +94,7 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
     from tally.placement.app import create_app as placement_app
     from tally.placement.ledger.usages import sample as provider_sample
     from tally.placement.microversion import NEWEST
-    from tally.serve.fill_gauges import CapacityGauges, in_process_compute
+    from tally.serve.fill_gauges import FillGauges, in_process_compute
     from tally.serve.health import Healthcheck, is_admin
     from tally.serve.metrics import MetricsApp
     from tally.serve.page import create_page, in_process_client
@@ -103,7 +103,7 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
     own_client = in_process_client(settings, engine, placement)  # the page's and the gauges'
     ui: WSGIApp = create_page(settings, engine, placement=own_client)
     health: WSGIApp = Healthcheck(engine, settings.auth_strategy)
-    gauges = CapacityGauges(settings, own_client)
+    gauges = FillGauges(settings, own_client)
     metrics: WSGIApp = MetricsApp(
         engine,
         settings,

@@ -77,7 +77,7 @@ def in_process_compute(compute_app: Any, version: str) -> Callable[[], Any]:
     return once(make)
 
 
-class CapacityGauges:
+class FillGauges:
     """The counts of `settings.capacity_shapes`, at most `capacity_cache_seconds`
     old. `placement` gets the PlacementClient to count over; `compute` (None
     without the lab) the ComputeClient flavors are read from."""

@@ -93,7 +93,7 @@ class MetricsApp:
     gauges come from `provider_sample(engine, max_providers)` (the Placement
     ledger's, passed in by the server: this module sits below the database layer,
     which counts its retries here, so it imports nothing of Placement); the capacity
-    gauges from `capacity_sample()` (a tally.serve.fill_gauges.CapacityGauges)."""
+    gauges from `capacity_sample()` (a tally.serve.fill_gauges.FillGauges)."""
 
     def __init__(
         self,
