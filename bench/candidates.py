@@ -6,7 +6,7 @@ uuids, same pre-populated allocations; written straight into a fresh database,
 which takes seconds instead of the minutes the HTTP setup takes), then runs
 each of loadgen's query shapes K times through the app (falcon test client,
 no network) and prints the first ask's time (the search in full; the answer is
-then kept, see answers.py), p50/p95 wall time of the next K, the time of the ask
+then kept, see kept_answers.py), p50/p95 wall time of the next K, the time of the ask
 after one claim (its trees searched again; the claim is then released), the
 median CPU time of this process (SQLite runs in it too; steadier than wall
 time on a busy box), candidate and summary counts, and loadgen's digest of

@@ -304,7 +304,7 @@ SETTINGS: tuple[Setting, ...] = (
         "TALLY_RANDOMIZE_ALLOCATION_CANDIDATES",
         ("placement", "randomize_allocation_candidates"),
     ),
-    # The lab cloud (tally/compute, tally/identity, composed by tally/server.py).
+    # The lab cloud (tally/compute, tally/identity, composed by tally.serve.compose).
     Setting(
         "lab",
         "auto",

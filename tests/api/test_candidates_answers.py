@@ -1,4 +1,4 @@
-"""Answers kept per request shape (answers.py): a shape asked again is answered
+"""Answers kept per request shape (kept_answers.py): a shape asked again is answered
 from each tree's kept candidates, and a write sends just the trees it touched
 back to the search. Every answer here is also checked against a search on the
 tables, byte for byte against the same index without kept answers."""

@@ -1,4 +1,4 @@
-"""The layering rules of DESIGN.md, checked on the import graph, and the data
+"""The layering rules (FORBIDDEN, below), checked on the import graph, and the data
 tables that must stay well-formed (error codes, microversions, routes)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The lab compute WSGI app: one factory, one route table, one error path.
-Mounted under /compute by tally/server.py (so its paths start at /v2.1)."""
+Mounted under /compute by tally.serve.compose (so its paths start at /v2.1)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """The ledger's rules for one stored inventory row, as the API enforces them on the
 way in. `tally db check` and `tally db import` refuse books that break them
-(books_check.py); a search that meets such a row anyway (written by hand, or by an
+(tally.books.check); a search that meets such a row anyway (written by hand, or by an
 older tool) leaves it out with a warning instead of failing every caller."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The identity app (a Keystone v3 subset), mounted under /identity by tally/server.py."""
+"""The identity app (a Keystone v3 subset), mounted under /identity by tally.serve.compose."""
 
 from __future__ import annotations
 

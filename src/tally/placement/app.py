@@ -119,7 +119,7 @@ def _identity_middleware(settings: Settings) -> object:
     if settings.auth_strategy == "noauth":
         return _OpenPaths(middleware.NoAuth())
     if settings.auth_strategy in ("keystone", "lab"):
-        # lab: tally/server.py puts the lab identity's token filter in front (as
+        # lab: tally.serve.compose puts the lab identity's token filter in front (as
         # auth_token is for keystone); it sets the same confirmed-identity headers.
         return _OpenPaths(middleware.KeystoneIdentity())
     raise ValueError(f"unknown auth_strategy {settings.auth_strategy!r}")

@@ -108,7 +108,7 @@ def run(
 ) -> tuple[g.Context | None, list]:
     """The candidates, and the context that holds what was read to find them
     (with `by_anchor`: `(anchors, candidates)`, every candidate without a cut
-    and the anchor of each, for answers.py; [] when there is none).
+    and the anchor of each, for kept_answers.py; [] when there is none).
 
     With `narrow`, only the trees that can anchor a candidate are read (see
     `narrow.py`). If a group then finds nothing, upstream would still have gone
@@ -208,7 +208,7 @@ def _basics(snap: Source, request: CandidateRequest) -> Basics:
 class Trees:
     """The search one tree at a time, over a whole source (walk.py): for the first
     `limit` candidates, and for the trees whose kept answers went stale
-    (answers.py). `groups` is None when an unknown aggregate or in_tree
+    (kept_answers.py). `groups` is None when an unknown aggregate or in_tree
     provider makes the answer empty."""
 
     def __init__(
