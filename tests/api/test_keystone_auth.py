@@ -14,6 +14,7 @@ Tokens: "tok-admin" (admin), "tok-service" (service), "tok-reader" (reader),
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
@@ -119,15 +120,22 @@ class FakeKeystone(JsonRequestHandler):
         self.reply(201, body, {"X-Subject-Token": "service-own-token"})
 
 
-@pytest.fixture
-def keystone() -> Iterator[str]:
-    FakeKeystone.validated, FakeKeystone.logins = [], []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeKeystone)
+@contextlib.contextmanager
+def _serving(handler: type) -> Iterator[str]:
+    """A fake Keystone answering with `handler` in a thread: its URL."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
     server.server_close()
+
+
+@pytest.fixture
+def keystone() -> Iterator[str]:
+    FakeKeystone.validated, FakeKeystone.logins = [], []
+    with _serving(FakeKeystone) as url:
+        yield url
 
 
 def authtoken_section(keystone: str) -> str:
@@ -271,12 +279,8 @@ class BrokenKeystone(FakeKeystone):
 
 @pytest.fixture
 def broken_keystone() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), BrokenKeystone)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    server.server_close()
+    with _serving(BrokenKeystone) as url:
+        yield url
 
 
 @pytest.mark.parametrize("outage", ["down", "failing"])
