@@ -12,7 +12,8 @@ import sqlalchemy as sa
 from tally.db import schema as t
 from tally.db.bound_lists import in_bound_list
 from tally.db.engine import is_sqlite
-from tally.placement.ledger.errors import NotFound
+from tally.db.transaction import at_commit
+from tally.placement.ledger.errors import ConcurrentUpdate, NotFound
 
 
 def utcnow() -> dt.datetime:
@@ -162,3 +163,16 @@ def lock_providers(conn: sa.Connection, provider_ids: list[int]) -> None:
     if is_sqlite(conn) or not provider_ids:
         return
     conn.execute(_LOCK_PROVIDERS, {"ids": sorted(set(provider_ids))}).all()
+
+
+def swap_generation(
+    conn: sa.Connection, statement: sa.Executable, params: dict, last: bool, conflict: str
+) -> None:
+    """The one compare-and-swap of a generation (a provider's or a consumer's):
+    `statement` updates where the generation is still the one seen, else 409
+    `placement.concurrent_update` saying `conflict`. `last`: the caller locked the
+    row and nothing later reads it, so the swap goes with the COMMIT."""
+    if last:
+        at_commit(conn, statement, params)
+    elif conn.execute(statement, params).rowcount != 1:
+        raise ConcurrentUpdate(conflict)

@@ -19,8 +19,7 @@ from tally.db import schema as t
 from tally.db.bound_lists import in_bound_list
 from tally.db.engine import is_sqlite
 from tally.db.transaction import at_commit, insert_at_commit
-from tally.placement.ledger.common import utcnow
-from tally.placement.ledger.errors import ConcurrentUpdate
+from tally.placement.ledger.common import swap_generation, utcnow
 
 # Owner recorded for consumers written before microversion 1.8, which could
 # not name one (upstream's incomplete_consumer_project_id/_user_id default).
@@ -131,13 +130,11 @@ def save_consumer(conn: sa.Connection, consumer: Consumer, *, last: bool = False
         "new_generation": consumer.generation + 1,
         "now": utcnow(),
     }
-    if last:
-        at_commit(conn, _SAVE_CONSUMER, params)
-    elif conn.execute(_SAVE_CONSUMER, params).rowcount != 1:
-        raise ConcurrentUpdate(
-            f"consumer generation conflict for {consumer.uuid}: "
-            "another request changed it, please retry"
-        )
+    conflict = (
+        f"consumer generation conflict for {consumer.uuid}: "
+        "another request changed it, please retry"
+    )
+    swap_generation(conn, _SAVE_CONSUMER, params, last, conflict)
     consumer.generation += 1
 
 

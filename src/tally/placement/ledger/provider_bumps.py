@@ -27,9 +27,7 @@ import sqlalchemy as sa
 from tally.db import journal
 from tally.db import schema as t
 from tally.db.bound_lists import in_bound_list
-from tally.db.transaction import at_commit
-from tally.placement.ledger.common import ids_by_names, lock_providers, utcnow
-from tally.placement.ledger.errors import ConcurrentUpdate
+from tally.placement.ledger.common import ids_by_names, lock_providers, swap_generation, utcnow
 
 
 def changed(conn: sa.Connection, provider_ids: Iterable[int], *, usage_only: bool = False) -> None:
@@ -55,13 +53,10 @@ def bump_generation(
     later in the transaction reads it: the bump goes with the COMMIT. The provider
     is noted in the journal as changed (more than its usage)."""
     params = {"provider_id": provider_id, "seen": seen, "new_generation": seen + 1, "now": utcnow()}
-    if last:
-        at_commit(conn, _BUMP_GENERATION, params)
-    elif conn.execute(_BUMP_GENERATION, params).rowcount != 1:
-        raise ConcurrentUpdate(
-            f"resource provider generation conflict for {uuid}: "
-            "another thread updated it, please retry"
-        )
+    conflict = (
+        f"resource provider generation conflict for {uuid}: another thread updated it, please retry"
+    )
+    swap_generation(conn, _BUMP_GENERATION, params, last, conflict)
     journal.touch(conn, (provider_id,))
     return seen + 1
 
