@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import re
 
-END = "$"  # the end of the text, in ECMA-262 (see above for Python)
 MAX_NAME_LENGTH = 255  # the name columns' length, as upstream's
 
-RESOURCE_CLASS_PATTERN = rf"^[A-Z0-9_]+{END}"
-CUSTOM_RESOURCE_CLASS_PATTERN = rf"^CUSTOM_[A-Z0-9_]+{END}"
-TRAIT_PATTERN = rf"^[A-Z0-9_]+{END}"  # os-traits' and custom traits
-CUSTOM_TRAIT_PATTERN = rf"^CUSTOM_[A-Z0-9_]+{END}"
-CONSUMER_TYPE_PATTERN = rf"^[A-Z0-9_]+{END}"
+RESOURCE_CLASS_PATTERN = r"^[A-Z0-9_]+$"
+CUSTOM_RESOURCE_CLASS_PATTERN = r"^CUSTOM_[A-Z0-9_]+$"
+TRAIT_PATTERN = r"^[A-Z0-9_]+$"  # os-traits' and custom traits
+CUSTOM_TRAIT_PATTERN = r"^CUSTOM_[A-Z0-9_]+$"
+CONSUMER_TYPE_PATTERN = r"^[A-Z0-9_]+$"
 # GET /usages?consumer_type=: a type, `all` or `unknown` (upstream's alternatives)
-CONSUMER_TYPE_QUERY_PATTERN = rf"{CONSUMER_TYPE_PATTERN}|^all{END}|^unknown{END}"
+CONSUMER_TYPE_QUERY_PATTERN = rf"{CONSUMER_TYPE_PATTERN}|^all$|^unknown$"
 
 
 def _rule(pattern: str):  # noqa: ANN202 - a predicate

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from tally.names import END
 from tally.placement.schemas.operation import Key, Operation, Rows, Schema, Version, always
 from tally.placement.schemas.shapes import (
     AMOUNTS,
@@ -34,7 +33,7 @@ _STRING = {"type": "string"}
 _LIMIT = {
     # A query value is always a string; the pattern is what rejects 0, -1 and 'cow'.
     "type": ["integer", "string"],
-    "pattern": "^[1-9][0-9]*" + END,
+    "pattern": "^[1-9][0-9]*$",
     "minimum": 1,
     "minLength": 1,
 }
@@ -59,7 +58,7 @@ def _grouped(suffix: str, prefixes: tuple[str, ...], *extra: str) -> dict[str, A
     return {
         "type": "object",
         "properties": properties,
-        "patternProperties": {f"^{prefix}({suffix})?{END}": _STRING for prefix in prefixes},
+        "patternProperties": {f"^{prefix}({suffix})?$": _STRING for prefix in prefixes},
         "additionalProperties": False,
     }
 

@@ -35,7 +35,6 @@ import uuid as uuidlib
 from typing import Any
 
 from tally.db.schema import MAX_CAPACITY, MAX_INT
-from tally.names import END
 from tally.placement.ledger.errors import BadRequest
 from tally.placement.schemas import patterns
 
@@ -55,7 +54,7 @@ __all__ = [
 
 MAX_JSON_DEPTH = 64
 MIN_INT = -MAX_INT - 1
-UUID_KEY = "^[0-9a-fA-F-]{36}" + END  # as upstream: keys naming providers or consumers
+UUID_KEY = "^[0-9a-fA-F-]{36}$"  # as upstream: keys naming providers or consumers
 
 # A generation, as the client last saw it: any value the column can hold (a
 # stale or impossible one is a 409, as upstream, not a 400).

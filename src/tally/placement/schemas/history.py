@@ -8,7 +8,6 @@ import datetime as dt
 from typing import Any
 
 from tally.db.history_writer import ACTIONS
-from tally.names import END
 from tally.placement import errors as codes
 from tally.placement.ledger.errors import BadRequest
 from tally.placement.schemas.operation import Key, Operation, always
@@ -20,7 +19,7 @@ PATH = "/tally/v1/history"
 # but does not exist, like 2026-02-30, is refused by the handler.)
 TIMESTAMP_PATTERN = (
     "^[0-9]{4}-[0-9]{2}-[0-9]{2}"
-    "(T[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?" + END
+    "(T[0-9]{2}:[0-9]{2}(:[0-9]{2}([.][0-9]{1,6})?)?(Z|[+-][0-9]{2}:[0-9]{2})?)?$"
 )
 _TIMESTAMP: dict[str, Any] = {"type": "string", "pattern": TIMESTAMP_PATTERN}
 _UUID: dict[str, Any] = {"type": "string", "format": "uuid"}
@@ -34,8 +33,8 @@ QUERY: dict[str, Any] = {
         "provider": _UUID,
         "since": _TIMESTAMP,
         "until": _TIMESTAMP,
-        "limit": {"type": "string", "pattern": "^[1-9][0-9]{0,8}" + END},
-        "marker": {"type": "string", "pattern": "^[1-9][0-9]{0,17}" + END},
+        "limit": {"type": "string", "pattern": "^[1-9][0-9]{0,8}$"},
+        "marker": {"type": "string", "pattern": "^[1-9][0-9]{0,17}$"},
     },
     "additionalProperties": False,
 }

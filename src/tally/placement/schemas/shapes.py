@@ -18,7 +18,6 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-from tally.names import END
 from tally.placement.schemas.operation import Schema
 
 STR: Schema = {"type": "string"}
@@ -28,7 +27,7 @@ NULLABLE_UUID: Schema = {"type": ["string", "null"], "format": "uuid"}
 TEXT_OR_NULL: Schema = {"type": ["string", "null"]}
 INT_OR_NULL: Schema = {"type": ["integer", "null"]}
 # A path parameter is one segment: an encoded '/' (%2F) is decoded before routing.
-PATH_SEGMENT: Schema = {"type": "string", "minLength": 1, "pattern": "^[^/]+" + END}
+PATH_SEGMENT: Schema = {"type": "string", "minLength": 1, "pattern": "^[^/]+$"}
 
 
 def obj(*optional: str, **properties: Schema) -> Schema:
