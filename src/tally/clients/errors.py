@@ -16,8 +16,7 @@ from typing import Any
 
 import httpx
 
-# the same code as tally.placement.errors.INVENTORY_IN_USE (clients import no tally.placement)
-INVENTORY_IN_USE = "placement.inventory.inuse"
+from tally.placement.errors import INVENTORY_IN_USE  # a leaf: codes only, nothing of tally
 
 
 class ClientError(Exception):

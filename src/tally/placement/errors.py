@@ -1,8 +1,7 @@
 """Placement error codes (the `code` of an error body, from microversion 1.23).
 
-Append-only: a client may match on any of these strings; never change or drop one
-(`tally.clients.errors` keeps its own copy of INVENTORY_IN_USE: clients import no
-`tally.placement`).
+Append-only: a client may match on any of these strings; never change or drop one.
+A leaf (it imports nothing of tally): the clients read their codes here too.
 """
 
 DEFAULT = "placement.undefined_code"
