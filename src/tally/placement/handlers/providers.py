@@ -22,8 +22,8 @@ from tally.placement.handlers.common import (
     url,
 )
 from tally.placement.ledger import providers as ledger
-from tally.placement.schemas.providers import link_rels, provider
 from tally.placement.schemas.shapes import fitter_of
+from tally.placement.schemas.providers import link_rels, provider
 
 REPARENTING = (1, 37)
 _Q = '"'
@@ -68,57 +68,47 @@ def serialize(req: falcon.Request, provider: ledger.Provider) -> dict[str, Any]:
     return serializer(req)(provider)
 
 
-def render_listing(req: falcon.Request, rows: list[tuple]) -> bytes:
-    """The body of `GET /resource_providers` for `ledger.Listing.rows`: the
-    bytes `orjson.dumps({"resource_providers": [serialize(req, p), ...]})` gives
-    (tests/api/test_provider_listing.py compares them for every microversion),
-    written straight from the rows. Each provider's part is kept by its row
-    (the index hands out the same row until the provider changes) and by the
-    shape of this request's links: a listing of thousands costs a lookup per
-    provider, and a provider seen before is not written again."""
-    if not rows:
+class ListingWriter:
+    """Writes one provider of `GET /resource_providers` as JSON for this
+    request (`ledger.PartWriter`): the bytes `orjson.dumps(serialize(req, p))`
+    gives (tests/api/test_provider_listing.py compares them for every
+    microversion), written straight from the row. Its `key` is the link shape:
+    the parts a worker keeps are kept per key."""
+
+    def __init__(self, req: falcon.Request) -> None:
+        version = req.context.version
+        base = _json_text(url(req, "/resource_providers/"))
+        self.links = ",".join(
+            [f'{{"rel":"self","href":"{base}{_MARK}"}}']
+            + [f'{{"rel":"{rel}","href":"{base}{_MARK}/{rel}"}}' for rel in link_rels(version)]
+        )
+        self.trees = _has_trees(version)
+        self.key = (self.links, self.trees)
+
+    def __call__(self, row: tuple) -> bytes:
+        _, u, n, g, p, r, _ = row
+        if _needs_escaping(u + n + (p or "") + r):
+            u, n, p, r = _json_text(u), _json_text(n), p and _json_text(p), _json_text(r)
+        links = self.links.replace(_MARK, u)
+        found = f'{{"uuid":"{u}","name":"{n}","generation":{g},"links":[{links}]'
+        if self.trees:
+            parent = "null" if p is None else _Q + p + _Q
+            found += f',"parent_provider_uuid":{parent},"root_provider_uuid":"{r}"'
+        return (found + "}").encode()
+
+
+def listing_body(parts: list[bytes]) -> bytes:
+    """The body of `GET /resource_providers` from its providers' parts (the list
+    is the caller's to lose: the opening and closing are glued to its first and
+    last part, so the only allocation of the body's size is the join's)."""
+    if not parts:
         return b'{"resource_providers":[]}'
-    version = req.context.version
-    base = _json_text(url(req, "/resource_providers/"))
-    links = ",".join(
-        [f'{{"rel":"self","href":"{base}{_MARK}"}}']
-        + [f'{{"rel":"{rel}","href":"{base}{_MARK}/{rel}"}}' for rel in link_rels(version)]
-    )
-    shape = (links, _has_trees(version))
-    kept = _PARTS.get(shape)
-    if kept is None or len(kept) > _PARTS_KEPT:
-        if len(_PARTS) >= _SHAPES_KEPT:
-            _PARTS.clear()
-        kept = _PARTS[shape] = {}
-    get = kept.get
-    parts = [get(row) or _part(row, shape, kept) for row in rows]
-    # The opening and closing glued to the first and last part: the only
-    # allocation of the body's size is the join's (a big str joined then
-    # encoded, then copied again, took longer: fresh memory of that size is
-    # paid for page by page).
     parts[0] = b'{"resource_providers":[' + parts[0]
     parts[-1] += b"]}"
     return b",".join(parts)
 
 
 _MARK = "\0"  # where a link template takes the uuid: a JSON text holds no raw NUL
-_PARTS: dict[tuple[str, bool], dict[tuple, bytes]] = {}  # shape -> row -> its part
-_PARTS_KEPT = 50_000  # parts per shape (rows of providers that changed since linger)
-_SHAPES_KEPT = 8  # link shapes (microversions, base URLs)
-
-
-def _part(row: tuple, shape: tuple[str, bool], kept: dict[tuple, bytes]) -> bytes:
-    """One provider of a listing as JSON (orjson's escapes), kept for next time."""
-    links, trees = shape
-    u, n, g, p, r, _ = row
-    if _needs_escaping(u + n + (p or "") + r):
-        u, n, p, r = _json_text(u), _json_text(n), p and _json_text(p), _json_text(r)
-    found = f'{{"uuid":"{u}","name":"{n}","generation":{g},"links":[{links.replace(_MARK, u)}]'
-    if trees:
-        parent = "null" if p is None else _Q + p + _Q
-        found += f',"parent_provider_uuid":{parent},"root_provider_uuid":"{r}"'
-    kept[row] = part = (found + "}").encode()
-    return part
 
 
 def _json_text(text: str) -> str:
@@ -170,8 +160,10 @@ class Providers:
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         wanted = list_filter(req)
         with memory.gc_paused():  # thousands of short-lived tuples and strings, no cycles
-            found = ledger.list_provider_rows(self.service.engine, wanted, self.index)
-            resp.data = render_listing(req, found.rows)
+            found = ledger.list_provider_parts(
+                self.service.engine, wanted, ListingWriter(req), self.index
+            )
+            resp.data = listing_body(found.parts)
         resp.content_type = falcon.MEDIA_JSON
         cache_headers(req, resp, found.last_modified)
 

@@ -1,6 +1,8 @@
 """Which providers `GET /resource_providers` lists, worked out on the worker's
 in-memory index (the one the candidate search reads, `candidates/index.py`); their
-rows are then read by id (the index keeps no names).
+parts of the answer are those kept since they last changed
+(`answer_cache.ListingParts`), the others written from their rows, read by id
+(the index keeps no names).
 
 The filters mean what their SQL in `provider_filters` means, worked out on the
 index's sets: traits and aggregates by who holds them, `resources` by the
@@ -58,6 +60,8 @@ def matching(view: View, f: ProviderFilter) -> list[int]:
         keep(set().union(*(view.in_aggregate(agg_uuid) for agg_uuid in any_of)))
     for name, amount in f.resources.items():
         keep(view.fitting_providers(class_ids[name], amount))
+    if kept is None and not (f.forbidden_traits or f.forbidden_aggregates):
+        return sorted(view.providers())
     found = set(view.providers()) if kept is None else kept
     for name in f.forbidden_traits:
         found -= view.holders_of(trait_ids[name])

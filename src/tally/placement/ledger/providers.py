@@ -12,28 +12,19 @@ the generation guards inventories, allocations, traits and aggregates).
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Hashable
 from operator import itemgetter
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql
 
 from tally.db import schema as t
 from tally.db import tree_rules
-from tally.db.bound_lists import among
+from tally.db.bound_lists import IN_LIST_MAX, among
 from tally.db.engine import is_sqlite
 from tally.db.retry import retrying, run_retrying
 from tally.db.transaction import transaction
-from tally.placement.ledger import history_records, provider_listing
-from tally.placement.ledger.candidates import view as views
-from tally.placement.ledger.candidates.index import Index
-from tally.placement.ledger.common import (
-    has_rows,
-    locking,
-    newest_stamp,
-    provider_row,
-    utcnow,
-)
 from tally.placement.ledger.errors import (
     BadRequest,
     CannotDeleteParent,
@@ -42,6 +33,17 @@ from tally.placement.ledger.errors import (
     NotFound,
     ParentLoopFound,
     ProviderInUse,
+)
+from tally.placement.ledger import history_records, provider_listing
+from tally.placement.ledger.candidates import view as views
+from tally.placement.ledger.candidates.answer_cache import ListingParts
+from tally.placement.ledger.candidates.index import Index
+from tally.placement.ledger.common import (
+    has_rows,
+    locking,
+    newest_stamp,
+    provider_row,
+    utcnow,
 )
 from tally.placement.ledger.provider_filters import ProviderFilter, filter_conditions
 
@@ -83,6 +85,7 @@ _WITH_PARENT_AND_ROOT = _RP.outerjoin(_PARENT, _RP.c.parent_provider_id == _PARE
     _ROOT, _RP.c.root_provider_id == _ROOT.c.id
 )
 _LISTING = sa.select(
+    _RP.c.id,
     _RP.c.uuid,
     _RP.c.name,
     _RP.c.generation,
@@ -136,43 +139,79 @@ def list_providers(engine: sa.Engine, filters: ProviderFilter) -> list[Provider]
 
 
 class Listing(NamedTuple):
-    """The providers `GET /resource_providers` shows, as plain tuples
-    `(uuid, name, generation, parent uuid or None, root uuid, stamp)` in id
-    order (`stamp` is the driver's raw value: read `last_modified` instead),
-    and the newest of their last-modified times."""
+    """The body parts of `GET /resource_providers`: each provider's JSON as
+    written by a `PartWriter`, in id order, and the newest of their
+    last-modified times."""
 
-    rows: list[tuple]
+    parts: list[bytes]
     last_modified: dt.datetime | None
 
 
-def list_provider_rows(
-    engine: sa.Engine, filters: ProviderFilter, index: Index | None = None
+class PartWriter(Protocol):
+    """Writes one provider of a listing as JSON, from a row `(id, uuid, name,
+    generation, parent uuid or None, root uuid, stamp)` (`stamp` is the driver's
+    raw value); `key` names what else the part depends on (the request's
+    microversion and base URL): parts are kept per key."""
+
+    key: Hashable
+
+    def __call__(self, row: tuple) -> bytes: ...
+
+
+def list_provider_parts(
+    engine: sa.Engine, filters: ProviderFilter, write: PartWriter, index: Index | None = None
 ) -> Listing:
-    """`list_providers` for a listing of thousands, as plain rows: the providers
-    matching the filters worked out on `index` brought up to date
-    (`provider_listing`), then their rows read by id; else one query (the same
-    filters and joins). The rows are the driver's tuples."""
-    ids = None
-    if index is not None and filters != ProviderFilter() and provider_listing.served(filters):
+    """The providers matching the filters as listing parts. With an index that
+    holds every provider, the matching ones are worked out on it
+    (`provider_listing`) and each one's part is the one kept since it last
+    changed, written from its row (read by id) when none is; else one query
+    (the same filters and joins), each part written anew."""
+    if index is not None and provider_listing.served(filters):
+        chosen = None
         with views.of(index, engine) as view:
-            if view is not None:
-                ids = provider_listing.matching(view, filters)
+            if view is not None and view.lists_every_provider():
+                chosen = view.kept().listings, provider_listing.matching(view, filters)
+        if chosen is not None:
+            return _from_kept(engine, *chosen, write)
     with transaction(engine) as conn:
-        picked = None if ids is None else among(_RP.c.id, ids, conn.dialect.name)
-        if picked is not None:
-            if not ids:
-                return Listing([], None)
-            conditions = [picked]
-        else:
-            conditions = filter_conditions(conn, _RP.c, filters)
-            if conditions is None:
-                return Listing([], None)
-        result = conn.execute(_LISTING.where(*conditions).order_by(_RP.c.id))
-        try:
-            rows = list(result.cursor.fetchall())  # (a tuple from some drivers)
-        finally:
-            result.close()
-        return Listing(rows, newest_stamp(conn, map(itemgetter(5), rows)))
+        conditions = filter_conditions(conn, _RP.c, filters)
+        rows = [] if conditions is None else _listing_rows(conn, conditions)
+    return Listing([write(row) for row in rows], newest_stamp(engine, map(itemgetter(6), rows)))
+
+
+def _from_kept(engine: sa.Engine, kept: ListingParts, ids: list[int], write: PartWriter) -> Listing:
+    """The parts of providers `ids`: those kept, the others written from their
+    rows and kept (a provider deleted since the index chose it is left out)."""
+    parts, stamps, epoch = kept.lookup(write.key, ids)
+    if None not in parts:
+        return Listing(parts, newest_stamp(engine, stamps))  # type: ignore[arg-type]
+    missing = [rp for rp, part in zip(ids, parts, strict=True) if part is None]
+    with transaction(engine) as conn:
+        rows = _rows_by_id(conn, missing)
+    found = {row[0]: (write(row), row[6]) for row in rows}
+    kept.keep(write.key, epoch, found)
+    for i, rp in enumerate(ids):
+        if parts[i] is None and rp in found:
+            parts[i] = found[rp][0]
+    stamps += [stamp for _, stamp in found.values()]
+    return Listing([part for part in parts if part is not None], newest_stamp(engine, stamps))
+
+
+def _rows_by_id(conn: sa.Connection, ids: list[int]) -> list[tuple]:
+    picked = among(_RP.c.id, ids, conn.dialect.name)
+    if picked is None:  # (MySQL, a list longer than it takes: in pieces)
+        pieces = [ids[start : start + IN_LIST_MAX] for start in range(0, len(ids), IN_LIST_MAX)]
+        return [row for piece in pieces for row in _rows_by_id(conn, piece)]
+    return _listing_rows(conn, [picked])
+
+
+def _listing_rows(conn: sa.Connection, conditions: list) -> list[tuple]:
+    """Listing rows in id order, as the driver's tuples (a listing reads thousands)."""
+    result = conn.execute(_LISTING.where(*conditions).order_by(_RP.c.id))
+    try:
+        return list(result.cursor.fetchall())
+    finally:
+        result.close()
 
 
 # --- writing -----------------------------------------------------------------

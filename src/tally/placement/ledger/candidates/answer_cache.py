@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import bisect
 import dataclasses
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import orjson
@@ -21,6 +22,8 @@ ASKS_REMEMBERED = 256  # shapes whose asks are counted, to keep a `limit`ed one 
 STALE_SHARE = 8  # search in bulk again once more than 1/8 of the trees are stale
 STALE_MIN = 256  # (and more than this many)
 REQUEST_TEXTS_KEPT = 50_000  # allocation requests kept as JSON (about 20 MiB)
+LISTING_PARTS_KEPT = 200_000  # providers of listings kept as JSON, over all shapes
+LISTING_SHAPES_KEPT = 8  # listing shapes (microversions' links, base URLs)
 
 # One tree's candidates: their texts, and per candidate (roots of the trees it
 # takes from when not just the anchor's, itself when it may come again from
@@ -141,6 +144,7 @@ class KeptAnswers:
         self._summaries_json: dict[int, bytes] = {}  # provider -> b'"uuid":{...}'
         # group suffixes -> candidate -> its allocation request as JSON (render.py)
         self._request_texts: dict[tuple[str, ...], dict[tuple, str]] = {}
+        self.listings = ListingParts()  # GET /resource_providers (provider_listing.py)
 
     def keeps_answers(self) -> bool:
         """Whether some answer is kept (else no tree needs marking stale)."""
@@ -148,6 +152,7 @@ class KeptAnswers:
 
     def changed(self, change: Changed) -> None:
         """Forget what `change` made stale."""
+        self.listings.changed(None if change.reloaded else change.providers)
         if change.everything or change.reloaded:
             self._summaries.clear()
             self._summaries_json.clear()
@@ -203,3 +208,78 @@ class KeptAnswers:
         if sum(map(len, self._request_texts.values())) > REQUEST_TEXTS_KEPT:
             self._request_texts.clear()
         return self._request_texts.setdefault(suffixes, {})
+
+
+class ListingParts:
+    """Each provider's part of a `GET /resource_providers` answer as JSON, per
+    listing shape (a microversion's links under one base URL), and its
+    last-modified stamp (as the driver gave it), kept until the provider changes:
+    a listing of thousands is then a lookup per provider, not a query.
+
+    Rows are read from the database after the catch-up that chose them; one
+    read before a change that a later catch-up tells is kept only if no change
+    was told in between (`epoch`), so a change is never dropped before the stale
+    row it would drop is kept. It has its own lock: parts are kept outside the
+    index's."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._parts: dict[Hashable, dict[int, bytes]] = {}  # shape -> provider -> part
+        self._stamps: dict[int, Any] = {}  # provider -> raw last-modified stamp
+        self._kept = 0  # parts over all shapes
+        self.epoch = 0  # changes told so far
+
+    def changed(self, providers: Iterable[int] | None) -> None:
+        """These providers changed (None: every one may have)."""
+        with self._lock:
+            self.epoch += 1
+            if providers is None:
+                self._parts.clear()
+                self._stamps.clear()
+                self._kept = 0
+                return
+            stamps = self._stamps
+            for rp in providers:
+                if rp in stamps:  # (every kept part has its stamp)
+                    del stamps[rp]
+                    for parts in self._parts.values():
+                        self._kept -= parts.pop(rp, None) is not None
+
+    def lookup(
+        self, shape: Hashable, providers: list[int]
+    ) -> tuple[list[bytes | None], list[Any], int]:
+        """The kept parts of these providers (None where none is kept), their
+        stamps, and the epoch to hand back to `keep` with the missing ones."""
+        with self._lock:
+            kept = self._parts.get(shape)
+            if kept is None:
+                return [None] * len(providers), [], self.epoch
+            stamps = list(map(self._stamps.get, providers))
+            return list(map(kept.get, providers)), stamps, self.epoch
+
+    def keep(self, shape: Hashable, epoch: int, found: dict[int, tuple[bytes, Any]]) -> None:
+        """Keep these providers' parts and stamps, read after the catch-up of
+        `epoch` (not when a change was told since: they may be older than it)."""
+        with self._lock:
+            if epoch != self.epoch or not found:
+                return
+            kept = self._parts.get(shape)
+            if kept is None:
+                if len(self._parts) >= LISTING_SHAPES_KEPT:
+                    self._forget_shapes()
+                kept = self._parts[shape] = {}
+            if self._kept + len(found) > LISTING_PARTS_KEPT:
+                self._forget_shapes(but=shape)
+                if len(kept) + len(found) > LISTING_PARTS_KEPT:
+                    return
+            for rp, (part, stamp) in found.items():
+                self._kept += kept.get(rp) is None
+                kept[rp] = part
+                self._stamps[rp] = stamp
+
+    def _forget_shapes(self, but: Hashable | None = None) -> None:
+        keep = self._parts.get(but)
+        self._parts = {} if keep is None else {but: keep}
+        self._kept = 0 if keep is None else len(keep)
+        if keep is None:
+            self._stamps.clear()

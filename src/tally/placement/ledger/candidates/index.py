@@ -86,6 +86,7 @@ class Index:
 
     def _clear(self) -> None:
         self.rows: dict[int, ProviderRow] = {}
+        self.left_out: set[int] = set()  # provider rows misplaced in their tree (_left_out)
         self.by_uuid: dict[str, int] = {}
         self.root_of: dict[int, int] = {}
         self.roots: set[int] = set()
@@ -236,6 +237,7 @@ class Index:
         """Forget provider row `rp` and everything held of it. Its uuid stays
         when it already names another row (made again since: a uuid is a name,
         the id is the provider)."""
+        self.left_out.discard(rp)
         row = self.rows.pop(rp, None)
         if row is not None:
             if self.by_uuid.get(row[0]) == rp:
@@ -280,8 +282,7 @@ class Index:
         for rp, (uuid, parent, root) in batch.items():
             why = _misplaced(rp, parent, root, batch, loaded)
             if why is not None:
-                _left_out(uuid, why)
-                self._drop(rp)
+                self._leave_out(rp, uuid, why)
                 continue
             if rp not in loaded:
                 self._enter(rp, uuid, parent, root)
@@ -304,8 +305,12 @@ class Index:
             rp for rp, row in rows.items() if row[1] is not None and row[1] not in rows
         ]:
             for rp in orphans:
-                _left_out(rows[rp][0], f"its parent ({rows[rp][1]}) is left out")
-                self._drop(rp)
+                self._leave_out(rp, rows[rp][0], f"its parent ({rows[rp][1]}) is left out")
+
+    def _leave_out(self, rp: int, uuid: str, why: str) -> None:
+        _left_out(uuid, why)
+        self._drop(rp)
+        self.left_out.add(rp)
 
     def _load_usage(self, conn: sa.Connection, ids: list[int]) -> None:
         """Read the usage of providers the index holds (changed only by claims: the
@@ -316,6 +321,7 @@ class Index:
             self._restock(rp, self.inventories.get(rp, {}), read.used.get(rp, {}))
 
     def _enter(self, rp: int, uuid: str, parent: int | None, root: int) -> None:
+        self.left_out.discard(rp)
         self.rows[rp] = (uuid, parent, root)
         self.by_uuid[uuid] = rp
         self.root_of[rp] = root

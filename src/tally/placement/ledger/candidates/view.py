@@ -53,6 +53,11 @@ class View:
 
     # -- for the provider listing (provider_listing.py) -----------------------
 
+    def lists_every_provider(self) -> bool:
+        """Whether the index holds every provider row (none left out as misplaced
+        in its tree: a listing still shows those)."""
+        return not self.index.left_out
+
     def providers(self) -> Collection[int]:
         """Every provider (the index's own keys, not to be changed)."""
         return self.index.rows.keys()
