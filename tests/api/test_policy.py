@@ -17,7 +17,7 @@ from tally.config import Settings, load_settings
 from tally.placement import openapi, policy
 from tally.placement.app import ROUTES, create_app
 from tally.placement.context import Identity
-from tally.placement.ledger.errors import Forbidden
+from tally.placement.error_types import Forbidden
 
 PROJECT = "7d2c4f1e9a8b4c3d8e7f6a5b4c3d2e1f"
 OTHER_PROJECT = "0a1b2c3d4e5f40718293a4b5c6d7e8f9"

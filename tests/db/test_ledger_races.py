@@ -22,8 +22,8 @@ from sqlalchemy import event
 
 from tally.db import schema as t
 from tally.db.transaction import transaction
+from tally.placement.error_types import BadRequest, Conflict
 from tally.placement.ledger import providers, resource_classes
-from tally.placement.ledger.errors import BadRequest, Conflict
 from tally.placement.ledger.inventory import Rules, add_inventory
 from tally.placement.ledger.inventory_record import Record
 

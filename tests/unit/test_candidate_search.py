@@ -16,6 +16,7 @@ import sqlalchemy as sa
 
 from tally.db import schema as t
 from tally.placement.candidate_query import parse_query
+from tally.placement.error_types import BadRequest
 from tally.placement.ledger.candidates import (
     Index,
     Options,
@@ -24,7 +25,6 @@ from tally.placement.ledger.candidates import (
     search_in,
 )
 from tally.placement.ledger.candidates import request as rq
-from tally.placement.ledger.errors import BadRequest
 
 
 def uuid_of(name: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tally.placement import queryparams as qp
-from tally.placement.ledger.errors import BadRequest
+from tally.placement.error_types import BadRequest
 
 A = "83a3d69d-8920-48e2-8914-cadfd8fa2f91"
 B = "99652f11-9f77-46b9-80b7-4b1989be9f8c"

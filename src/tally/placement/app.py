@@ -10,6 +10,7 @@ from tally.config import Settings
 from tally.db.engine import make_engine
 from tally.placement import cors, error_responses, middleware, openapi, policy
 from tally.placement.context import Service, new_index
+from tally.placement.error_types import TallyError
 from tally.placement.handlers import (
     aggregates,
     allocations,
@@ -25,7 +26,6 @@ from tally.placement.handlers import (
     usages,
 )
 from tally.placement.ledger.candidates import Index
-from tally.placement.ledger.errors import TallyError
 from tally.placement.ledger.history_records import Pruner
 
 # (path, resource factory), in the order of the Placement API reference.

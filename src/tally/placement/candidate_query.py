@@ -15,8 +15,8 @@ import re
 
 from tally.placement import errors as codes
 from tally.placement import queryparams
+from tally.placement.error_types import BadRequest
 from tally.placement.ledger.candidates.request import CandidateRequest, RequestGroup
-from tally.placement.ledger.errors import BadRequest
 
 # Microversions that changed how the query reads.
 NESTED_AWARE = (1, 29)  # before 1.29 one tree gives at most one provider

@@ -13,7 +13,7 @@ import falcon
 
 from tally.db.retry import unavailable
 from tally.placement import errors as codes
-from tally.placement.ledger.errors import TallyError
+from tally.placement.error_types import TallyError
 
 RETRY_AFTER_SECONDS = 5  # what a 503 for an unreachable database or Keystone asks to wait
 RESPONSE_HEADERS = frozenset({"allow", "retry-after"})  # a TallyError's extras sent as headers

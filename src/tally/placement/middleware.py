@@ -23,8 +23,7 @@ from tally.db import deadline
 from tally.placement import microversion, policy
 from tally.placement.context import Identity
 from tally.placement.error_responses import RETRY_AFTER_SECONDS
-from tally.placement.ledger import history_records as history
-from tally.placement.ledger.errors import (
+from tally.placement.error_types import (
     BadRequest,
     MethodNotAllowed,
     NotAcceptable,
@@ -33,6 +32,7 @@ from tally.placement.ledger.errors import (
     Unauthorized,
     UriTooLong,
 )
+from tally.placement.ledger import history_records as history
 from tally.placement.schemas import domain
 
 request_log = logging.getLogger("tally.requestlog")

@@ -23,11 +23,11 @@ import falcon
 
 from tally.placement import errors as codes
 from tally.placement import microversion, middleware
+from tally.placement.error_types import BadRequest
 from tally.placement.handlers.common import checked_query, query, single
-from tally.placement.ledger.errors import BadRequest
+from tally.placement.schemas.answer_schemas import PATH_SEGMENT, STR, UUID
 from tally.placement.schemas.documents import PATH
 from tally.placement.schemas.operation import Operation, Schema, Version
-from tally.placement.schemas.shapes import PATH_SEGMENT, STR, UUID
 from tally.placement.schemas.table import OPERATIONS
 
 OPENAPI_VERSION = "3.1.0"

@@ -21,7 +21,7 @@ from oslo_policy import policy as oslo_policy
 
 from tally.config import Settings
 from tally.placement.context import Identity
-from tally.placement.ledger.errors import Forbidden
+from tally.placement.error_types import Forbidden
 
 ADMIN_OR_SERVICE = "rule:admin_or_service_api"
 SERVICE = "rule:service_api"

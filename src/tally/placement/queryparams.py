@@ -25,7 +25,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from tally.placement.ledger.errors import BadRequest
+from tally.placement.error_types import BadRequest
 from tally.placement.schemas.domain import MAX_CAPACITY, canonical_uuid, is_uuid_like
 
 # Microversions that widened what these parameters accept.

@@ -21,10 +21,9 @@ import sqlalchemy as sa
 from tally.clients.inprocess import WSGIApp, as_caller, once
 from tally.clients.placement import PlacementClient
 from tally.config import Settings
-from tally.placement import microversion, middleware, policy
+from tally.placement import error_types, microversion, middleware, policy
 from tally.placement.app import create_app as placement_app
 from tally.placement.context import Identity
-from tally.placement.ledger import errors
 from tally.ui import app as ui_app
 from tally.ui import auth, seams
 from tally.ui import errors as page_errors
@@ -67,11 +66,11 @@ class PolicyGate:
         try:
             identity = self.identify(req)
             self.policy.authorize(identity, auth.RULE)
-        except errors.Unauthorized as exc:
+        except error_types.Unauthorized as exc:
             raise page_errors.Unauthorized(exc.detail) from None
-        except errors.Forbidden as exc:
+        except error_types.Forbidden as exc:
             raise page_errors.Forbidden(exc.detail) from None
-        except errors.ServiceUnavailable as exc:
+        except error_types.ServiceUnavailable as exc:
             raise page_errors.ServiceUnavailable(exc.detail) from None
         return auth.Caller(identity.user_id, identity.project_id)
 

@@ -18,6 +18,7 @@ import falcon
 from tally import memory
 from tally.amounts import held
 from tally.placement.context import Service
+from tally.placement.error_types import BadRequest
 from tally.placement.handlers.common import (
     answer,
     cache_headers,
@@ -27,7 +28,6 @@ from tally.placement.handlers.common import (
 )
 from tally.placement.ledger import allocations as ledger
 from tally.placement.ledger.consumers import INCOMPLETE_ID
-from tally.placement.ledger.errors import BadRequest
 from tally.placement.schemas.allocations import CONSUMER_GENERATIONS
 
 

@@ -12,8 +12,8 @@ from tally.placement.candidate_query import parse_query
 from tally.placement.context import Service
 from tally.placement.handlers.common import cache_headers, read_query, since
 from tally.placement.ledger import candidates as ledger
+from tally.placement.schemas.answer_schemas import fitter_of
 from tally.placement.schemas.candidates import DICT_ALLOCATIONS, MAPPINGS, allocation_candidates
-from tally.placement.schemas.shapes import fitter_of
 
 _FIT = fitter_of(allocation_candidates)  # the answer at a microversion (`schemas.candidates`)
 

@@ -16,7 +16,7 @@ import jsonschema
 import jsonschema_rs
 
 from tally.placement import errors as codes
-from tally.placement.ledger.errors import (
+from tally.placement.error_types import (
     BadRequest,
     MethodNotAllowed,
     NotFound,
@@ -24,9 +24,9 @@ from tally.placement.ledger.errors import (
 )
 from tally.placement.microversion import MAX_VERSION
 from tally.placement.schemas import domain, patterns
+from tally.placement.schemas.answer_schemas import Fit, fitter
 from tally.placement.schemas.domain import is_uuid_like
 from tally.placement.schemas.operation import Operation
-from tally.placement.schemas.shapes import Fit, fitter
 from tally.placement.schemas.table import OPERATIONS
 
 _FORMAT_CHECKER = jsonschema.FormatChecker()
@@ -160,7 +160,7 @@ def checked_path(req: falcon.Request, **params: str) -> None:
 def answer(req: falcon.Request, body: Any, status: int = 200) -> Any:
     """`body`, written with every field the newest microversion shows, as the
     route's answer row for `status` shows it at the request's microversion (the
-    fields of that row's shape, in its order: `shapes.fitter`)."""
+    fields of that row's schema, in its order: `answer_schemas.fitter`)."""
     return _fit(req.method, req.uri_template, status, tuple(req.context.version))(body)
 
 
@@ -169,10 +169,10 @@ def _fit(method: str, route: str, status: int, version: tuple[int, int]) -> Fit:
     """The fitter of that answer row; none (the body as written) when the row is the
     newest microversion's, which the handler writes whole."""
     rows = OPERATIONS[(method, route)]
-    shape = rows.answers_at(version)[status]
-    if shape == rows.answers_at(MAX_VERSION).get(status, shape):
+    schema = rows.answers_at(version)[status]
+    if schema == rows.answers_at(MAX_VERSION).get(status, schema):
         return fitter(None)
-    return fitter(shape)
+    return fitter(schema)
 
 
 def since(min_version: str, max_version: str | None = None, status: int = 404) -> Callable:

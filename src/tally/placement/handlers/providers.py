@@ -22,7 +22,7 @@ from tally.placement.handlers.common import (
     url,
 )
 from tally.placement.ledger import providers as ledger
-from tally.placement.schemas.shapes import fitter_of
+from tally.placement.schemas.answer_schemas import fitter_of
 from tally.placement.schemas.providers import link_rels, provider
 
 REPARENTING = (1, 37)

@@ -9,6 +9,7 @@ import falcon
 
 from tally import names
 from tally.placement.context import Service
+from tally.placement.error_types import BadRequest
 from tally.placement.handlers.common import (
     cache_headers,
     location,
@@ -18,7 +19,6 @@ from tally.placement.handlers.common import (
     utcnow,
 )
 from tally.placement.ledger import traits as ledger
-from tally.placement.ledger.errors import BadRequest
 
 
 def _list_filters(params: dict[str, list[str]]) -> dict[str, Any]:

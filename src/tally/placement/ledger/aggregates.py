@@ -16,9 +16,9 @@ import sqlalchemy as sa
 from tally.db import schema as t
 from tally.db.retry import run_retrying
 from tally.db.transaction import at_commit, transaction
+from tally.placement.error_types import ConcurrentUpdate, Conflict
 from tally.placement.ledger import history_records
 from tally.placement.ledger.common import named_or_linked, provider_row, utcnow
-from tally.placement.ledger.errors import ConcurrentUpdate, Conflict
 from tally.placement.ledger.provider_bumps import bump_generation
 
 RETRIES = 10

@@ -28,13 +28,13 @@ from tally.db.retry import RunAgain, retrying
 from tally.db.retry import run_retrying as run_retrying_in_engine
 from tally.db.row_rules import stored_fault
 from tally.db.transaction import at_commit, insert_at_commit, transaction
+from tally.placement.error_types import BadRequest, ConcurrentUpdate, Conflict, NotFound
 from tally.placement.ledger import consumers as cons
 from tally.placement.ledger import history_records, provider_bumps
 from tally.placement.ledger.common import (
     provider_row,
     utcnow,
 )
-from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict, NotFound
 
 LOG = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from tally.db import schema as t
-from tally.placement.ledger.errors import InventoryInUse
+from tally.placement.error_types import InventoryInUse
 
 if TYPE_CHECKING:
     from tally.placement.ledger.inventory_record import Record

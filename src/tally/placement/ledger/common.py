@@ -13,7 +13,7 @@ from tally.db import schema as t
 from tally.db.bound_lists import in_bound_list
 from tally.db.engine import is_sqlite
 from tally.db.transaction import at_commit
-from tally.placement.ledger.errors import ConcurrentUpdate, NotFound
+from tally.placement.error_types import ConcurrentUpdate, NotFound
 
 
 def utcnow() -> dt.datetime:

@@ -28,14 +28,14 @@ from tally.db.bound_lists import in_bound_list
 from tally.db.retry import retrying
 from tally.db.schema import MAX_CAPACITY
 from tally.db.transaction import at_commit, insert_at_commit, transaction
-from tally.placement.ledger import history_records
-from tally.placement.ledger.capacity_guard import UPDATE_CONFLICT, guard
-from tally.placement.ledger.common import provider_row, utcnow
-from tally.placement.ledger.errors import (
+from tally.placement.error_types import (
     BadRequest,
     ConcurrentUpdate,
     NotFound,
 )
+from tally.placement.ledger import history_records
+from tally.placement.ledger.capacity_guard import UPDATE_CONFLICT, guard
+from tally.placement.ledger.common import provider_row, utcnow
 from tally.placement.ledger.inventory_record import FIELDS, Record
 from tally.placement.ledger.provider_bumps import bump_generation
 from tally.placement.ledger.resource_classes import lock_for_inventory

@@ -13,8 +13,8 @@ from tally.amounts import raw_capacity
 from tally.db import schema as t
 from tally.db.bound_lists import among
 from tally.db.row_rules import sound_inventory
+from tally.placement.error_types import BadRequest
 from tally.placement.ledger.common import ids_by_name
-from tally.placement.ledger.errors import BadRequest
 
 _rp = t.resource_providers
 _rpt = t.resource_provider_traits

@@ -25,7 +25,7 @@ from tally.db.bound_lists import IN_LIST_MAX, among
 from tally.db.engine import is_sqlite
 from tally.db.retry import retrying, run_retrying
 from tally.db.transaction import transaction
-from tally.placement.ledger.errors import (
+from tally.placement.error_types import (
     BadRequest,
     CannotDeleteParent,
     ConcurrentUpdate,

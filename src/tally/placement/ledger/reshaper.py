@@ -36,10 +36,10 @@ import sqlalchemy as sa
 
 from tally.db import schema as t
 from tally.placement import errors as codes
+from tally.placement.error_types import BadRequest, ConcurrentUpdate
 from tally.placement.ledger import allocations
 from tally.placement.ledger import inventory as inv
 from tally.placement.ledger.common import lock_providers
-from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,8 +25,8 @@ from tally.db.bound_lists import in_bound_list
 from tally.db.engine import is_sqlite
 from tally.db.retry import retried, retrying
 from tally.db.transaction import transaction
+from tally.placement.error_types import BadRequest, Conflict, NotFound
 from tally.placement.ledger.common import has_rows, row_by_name, utcnow
-from tally.placement.ledger.errors import BadRequest, Conflict, NotFound
 
 RETRIES = 10  # runs of a create whose new id another writer took, in all
 

@@ -17,9 +17,9 @@ from tally.db import schema as t
 from tally.db.bound_lists import in_bound_list
 from tally.db.retry import retrying
 from tally.db.transaction import at_commit, insert_at_commit, transaction
+from tally.placement.error_types import BadRequest, ConcurrentUpdate, Conflict, NotFound
 from tally.placement.ledger import history_records
 from tally.placement.ledger.common import named_or_linked, provider_row, row_by_name, utcnow
-from tally.placement.ledger.errors import BadRequest, ConcurrentUpdate, Conflict, NotFound
 from tally.placement.ledger.provider_bumps import bump_generation
 
 CUSTOM_PREFIX = "CUSTOM_"

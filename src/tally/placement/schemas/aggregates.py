@@ -1,12 +1,12 @@
 """/resource_providers/{uuid}/aggregates (from 1.1): request bodies and answer
-shapes per microversion, in `OPERATIONS`."""
+schemas per microversion, in `OPERATIONS`."""
 
 from __future__ import annotations
 
-from tally.placement.schemas import shapes
+from tally.placement.schemas import answer_schemas
+from tally.placement.schemas.answer_schemas import UUID, array, obj
 from tally.placement.schemas.domain import GENERATION
 from tally.placement.schemas.operation import Key, Operation, Rows, Schema, Version, always
-from tally.placement.schemas.shapes import UUID, array, obj
 
 GENERATION_VERSION = (1, 19)  # the provider generation in bodies and answers
 
@@ -37,7 +37,7 @@ PUT_BODY: Rows[Schema] = (
 
 def aggregates(v: Version) -> Schema:
     if v >= GENERATION_VERSION:
-        return obj(aggregates=array(UUID), resource_provider_generation=shapes.GENERATION)
+        return obj(aggregates=array(UUID), resource_provider_generation=answer_schemas.GENERATION)
     return obj(aggregates=array(UUID))
 
 

@@ -1,5 +1,5 @@
 """Allocations: POST /allocations, /allocations/{consumer_uuid} and
-GET /resource_providers/{uuid}/allocations; request schemas and answer shapes
+GET /resource_providers/{uuid}/allocations; request schemas and answer schemas
 per microversion, in `OPERATIONS`.
 
 PUT /allocations/{consumer_uuid}:
@@ -18,7 +18,8 @@ from __future__ import annotations
 import copy
 
 from tally import names
-from tally.placement.schemas import shapes
+from tally.placement.schemas import answer_schemas
+from tally.placement.schemas.answer_schemas import AMOUNTS, STR, mapping, obj
 from tally.placement.schemas.domain import GENERATION, MAX_INT, UUID_KEY
 from tally.placement.schemas.operation import (
     NO_CONTENT,
@@ -29,7 +30,6 @@ from tally.placement.schemas.operation import (
     Version,
     always,
 )
-from tally.placement.schemas.shapes import AMOUNTS, STR, mapping, obj
 
 OWNER = (1, 8)  # project_id and user_id required in writes
 DICT_FORM = (1, 12)  # allocations keyed by provider; the owner shown in GET
@@ -189,22 +189,24 @@ def consumer_allocations(v: Version) -> Schema:
     if v >= DICT_FORM:
         extra |= {"project_id": STR, "user_id": STR}
     if v >= CONSUMER_GENERATIONS:
-        extra["consumer_generation"] = shapes.GENERATION
+        extra["consumer_generation"] = answer_schemas.GENERATION
     if v >= CONSUMER_TYPES:
         extra["consumer_type"] = STR
-    held = mapping(obj(resources=AMOUNTS, generation=shapes.GENERATION))
+    held = mapping(obj(resources=AMOUNTS, generation=answer_schemas.GENERATION))
     return obj(*extra, allocations=held, **extra)
 
 
 def provider_allocations(v: Version) -> Schema:
     entry = {"resources": AMOUNTS}
     if v >= CONSUMER_GENERATIONS:
-        entry["consumer_generation"] = shapes.INT_OR_NULL
-    return obj(allocations=mapping(obj(**entry)), resource_provider_generation=shapes.GENERATION)
+        entry["consumer_generation"] = answer_schemas.INT_OR_NULL
+    return obj(
+        allocations=mapping(obj(**entry)), resource_provider_generation=answer_schemas.GENERATION
+    )
 
 
 # Any string names a consumer (an unknown one holds nothing); a write needs a uuid.
-_ANY_CONSUMER = {"consumer_uuid": shapes.PATH_SEGMENT}
+_ANY_CONSUMER = {"consumer_uuid": answer_schemas.PATH_SEGMENT}
 _CONSUMER = "/allocations/{consumer_uuid}"
 OPERATIONS: dict[Key, Operation] = {
     ("POST", "/allocations"): Operation(NO_CONTENT, body=POST_BODY),

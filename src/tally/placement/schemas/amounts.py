@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from tally.placement.schemas.answer_schemas import INT, mapping, obj
 from tally.placement.schemas.operation import Key, Operation, always
-from tally.placement.schemas.shapes import INT, mapping, obj
 
 PATH = "/tally/v1/amounts"
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tally.placement.schemas.operation import Key, Operation, Rows, Schema, Version, always
-from tally.placement.schemas.shapes import (
+from tally.placement.schemas.answer_schemas import (
     AMOUNTS,
     INT,
     NULLABLE_UUID,
@@ -19,6 +18,7 @@ from tally.placement.schemas.shapes import (
     mapping,
     obj,
 )
+from tally.placement.schemas.operation import Key, Operation, Rows, Schema, Version, always
 
 DICT_ALLOCATIONS = (1, 12)  # allocations keyed by provider uuid, as PUT /allocations takes
 SUMMARY_TRAITS = (1, 17)

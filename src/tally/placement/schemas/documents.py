@@ -4,8 +4,8 @@ and GET /openapi.json (the API at one microversion, `placement.openapi`)."""
 from __future__ import annotations
 
 from tally.placement import microversion
+from tally.placement.schemas.answer_schemas import LINKS, STR, array, obj
 from tally.placement.schemas.operation import Key, Operation, Schema, always
-from tally.placement.schemas.shapes import LINKS, STR, array, obj
 
 PATH = "/openapi.json"
 

@@ -35,7 +35,7 @@ import uuid as uuidlib
 from typing import Any
 
 from tally.db.schema import MAX_CAPACITY, MAX_INT
-from tally.placement.ledger.errors import BadRequest
+from tally.placement.error_types import BadRequest
 from tally.placement.schemas import patterns
 
 __all__ = [

@@ -9,9 +9,9 @@ from typing import Any
 
 from tally.db.history_writer import ACTIONS
 from tally.placement import errors as codes
-from tally.placement.ledger.errors import BadRequest
+from tally.placement.error_types import BadRequest
+from tally.placement.schemas.answer_schemas import INT, INT_OR_NULL, STR, TEXT_OR_NULL, array, obj
 from tally.placement.schemas.operation import Key, Operation, always
-from tally.placement.schemas.shapes import INT, INT_OR_NULL, STR, TEXT_OR_NULL, array, obj
 
 PATH = "/tally/v1/history"
 

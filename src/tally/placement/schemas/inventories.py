@@ -1,5 +1,5 @@
 """/resource_providers/{uuid}/inventories[/{resource_class}]: request schemas and
-answer shapes, in `OPERATIONS`.
+answer schemas, in `OPERATIONS`.
 
 The bodies are the same at every microversion; what changes with the version
 (reserved == total allowed from 1.26) is a rule of the ledger, not a shape.
@@ -14,10 +14,10 @@ import copy
 from typing import Any
 
 from tally import names
-from tally.placement.schemas import shapes
+from tally.placement.schemas import answer_schemas
+from tally.placement.schemas.answer_schemas import mapping, obj
 from tally.placement.schemas.domain import GENERATION, MAX_INT
 from tally.placement.schemas.operation import NO_CONTENT, Key, Operation, always
-from tally.placement.schemas.shapes import mapping, obj
 
 RESERVED_MAY_EQUAL_TOTAL = (1, 26)  # a rule of the ledger, not a shape
 MAX_FLOAT = 3.40282e38
@@ -82,9 +82,10 @@ _RECORD_FIELDS = {
     if name != "resource_provider_generation"
 }
 INVENTORIES = obj(
-    resource_provider_generation=shapes.GENERATION, inventories=mapping(obj(**_RECORD_FIELDS))
+    resource_provider_generation=answer_schemas.GENERATION,
+    inventories=mapping(obj(**_RECORD_FIELDS)),
 )
-INVENTORY = obj(**_RECORD_FIELDS, resource_provider_generation=shapes.GENERATION)
+INVENTORY = obj(**_RECORD_FIELDS, resource_provider_generation=answer_schemas.GENERATION)
 
 _COLLECTION = "/resource_providers/{uuid}/inventories"
 _ONE = "/resource_providers/{uuid}/inventories/{resource_class}"

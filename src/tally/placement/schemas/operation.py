@@ -22,9 +22,9 @@ T = TypeVar("T")
 # the next row's.
 Rows = tuple[tuple[Version, T], ...]
 # A success answer's body: one schema, a function of the microversion (for a
-# shape with its own switches), or None for an empty answer.
-Shape = Schema | Callable[[Version], Schema] | None
-Answers = Mapping[int, Shape]  # success status -> shape
+# schema with its own switches), or None for an empty answer.
+AnswerSchema = Schema | Callable[[Version], Schema] | None
+Answers = Mapping[int, AnswerSchema]  # success status -> its schema
 Key = tuple[str, str]  # (method, route)
 
 
@@ -45,7 +45,7 @@ def always(value: T) -> Rows[T]:
 class Operation:
     """What one operation reads and answers, per microversion (each a table of rows).
 
-    answers: success status -> body shape (None: an empty answer)
+    answers: success status -> body schema (None: an empty answer)
     query:   the JSON schema of the query string (no rows: it reads none)
     body:    the JSON schema of the request body (no rows, or a None row: it takes none)
     path:    path parameters narrower than a string (default: a string; `uuid`
@@ -59,8 +59,8 @@ class Operation:
 
     def answers_at(self, version: Version) -> dict[int, Schema | None]:
         return {
-            status: shape(version) if callable(shape) else shape
-            for status, shape in at(self.answers, version).items()
+            status: schema(version) if callable(schema) else schema
+            for status, schema in at(self.answers, version).items()
         }
 
     def query_at(self, version: Version) -> Schema | None:

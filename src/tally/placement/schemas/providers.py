@@ -1,5 +1,5 @@
 """/resource_providers and /resource_providers/{uuid}: request schemas and answer
-shapes per microversion, in `OPERATIONS`. Query-string values are checked here
+schemas per microversion, in `OPERATIONS`. Query-string values are checked here
 only for shape; their grammar (resources, required, member_of) is parsed in
 `placement.queryparams`.
 """
@@ -8,6 +8,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from tally.placement.schemas.answer_schemas import (
+    GENERATION,
+    LINKS,
+    NULLABLE_UUID,
+    STR,
+    UUID,
+    array,
+    obj,
+)
 from tally.placement.schemas.operation import (
     NO_CONTENT,
     Key,
@@ -17,7 +26,6 @@ from tally.placement.schemas.operation import (
     Version,
     always,
 )
-from tally.placement.schemas.shapes import GENERATION, LINKS, NULLABLE_UUID, STR, UUID, array, obj
 
 TREES = (1, 14)  # parent/root uuids in bodies, parent_provider_uuid in requests
 POST_RETURNS_BODY = (1, 20)

@@ -1,11 +1,11 @@
 """/resource_classes and /resource_classes/{name} (from microversion 1.2): request
-schemas and answer shapes per microversion, in `OPERATIONS`."""
+schemas and answer schemas per microversion, in `OPERATIONS`."""
 
 from __future__ import annotations
 
 from tally import names
+from tally.placement.schemas.answer_schemas import LINKS, STR, array, obj
 from tally.placement.schemas.operation import NO_CONTENT, Key, Operation, Schema, always
-from tally.placement.schemas.shapes import LINKS, STR, array, obj
 
 CUSTOM_NAME_PATTERN = names.CUSTOM_RESOURCE_CLASS_PATTERN
 BODILESS_PUT = (1, 7)  # PUT /resource_classes/{name} creates the class in its path

@@ -1,13 +1,13 @@
 """/traits, /traits/{name} and /resource_providers/{uuid}/traits (from 1.6):
-request schemas and answer shapes, in `OPERATIONS`."""
+request schemas and answer schemas, in `OPERATIONS`."""
 
 from __future__ import annotations
 
 from tally import names
-from tally.placement.schemas import shapes
+from tally.placement.schemas import answer_schemas
+from tally.placement.schemas.answer_schemas import STR, array, obj
 from tally.placement.schemas.domain import GENERATION
 from tally.placement.schemas.operation import NO_CONTENT, Key, Operation, Schema, always
-from tally.placement.schemas.shapes import STR, array, obj
 
 CUSTOM_TRAIT_PATTERN = names.CUSTOM_TRAIT_PATTERN
 
@@ -34,7 +34,7 @@ LIST_QUERY: Schema = {
 }
 
 TRAITS = obj(traits=array(STR))
-PROVIDER_TRAITS = obj(traits=array(STR), resource_provider_generation=shapes.GENERATION)
+PROVIDER_TRAITS = obj(traits=array(STR), resource_provider_generation=answer_schemas.GENERATION)
 
 _PROVIDER = "/resource_providers/{uuid}/traits"
 OPERATIONS: dict[Key, Operation] = {

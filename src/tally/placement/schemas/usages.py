@@ -1,13 +1,13 @@
 """Usages: GET /resource_providers/{uuid}/usages and GET /usages (from 1.9);
-the query string and answer shapes per microversion, in `OPERATIONS`."""
+the query string and answer schemas per microversion, in `OPERATIONS`."""
 
 from __future__ import annotations
 
 from tally import names
-from tally.placement.schemas import shapes
+from tally.placement.schemas import answer_schemas
 from tally.placement.schemas.allocations import CONSUMER_TYPES, ID
+from tally.placement.schemas.answer_schemas import AMOUNTS, mapping, obj
 from tally.placement.schemas.operation import Key, Operation, Rows, Schema, Version, always
-from tally.placement.schemas.shapes import AMOUNTS, mapping, obj
 
 
 def _query(**extra: Schema) -> Schema:
@@ -35,7 +35,7 @@ QUERY: Rows[Schema] = (
     ),
 )
 
-PROVIDER_USAGES = obj(resource_provider_generation=shapes.GENERATION, usages=AMOUNTS)
+PROVIDER_USAGES = obj(resource_provider_generation=answer_schemas.GENERATION, usages=AMOUNTS)
 
 
 def usages(v: Version) -> Schema:

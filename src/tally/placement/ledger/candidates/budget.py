@@ -24,7 +24,7 @@ import math
 import time
 
 from tally import memory
-from tally.placement.ledger.errors import BadRequest, ServiceUnavailable
+from tally.placement.error_types import BadRequest, ServiceUnavailable
 
 SETTING = "candidates_answer_budget"
 DEADLINE_SETTING = "candidates_search_seconds"

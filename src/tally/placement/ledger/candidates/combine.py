@@ -21,10 +21,10 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 
 from tally.db import tree_rules
+from tally.placement.error_types import ParentLoopFound
 from tally.placement.ledger.candidates import groups as g
 from tally.placement.ledger.candidates.request import CandidateRequest
 from tally.placement.ledger.candidates.snapshot import Alloc, Candidate, Part, Stock, room
-from tally.placement.ledger.errors import ParentLoopFound
 
 FEW_COMBINATIONS = 64  # per anchor: test every combination of parts, not walk them
 

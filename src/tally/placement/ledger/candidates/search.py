@@ -12,6 +12,7 @@ import itertools
 import random
 from collections.abc import Iterator, Mapping
 
+from tally.placement.error_types import BadRequest
 from tally.placement.ledger.candidates import combine, narrow, walk
 from tally.placement.ledger.candidates import groups as g
 from tally.placement.ledger.candidates.budget import Budget
@@ -25,7 +26,6 @@ from tally.placement.ledger.candidates.snapshot import (
     Stock,
 )
 from tally.placement.ledger.candidates.source import Source
-from tally.placement.ledger.errors import BadRequest
 
 
 @dataclasses.dataclass

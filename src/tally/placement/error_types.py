@@ -1,5 +1,6 @@
-"""Typed errors of the ledger and the API. One class per HTTP answer; the app's
-single error handler turns any of them into Placement's error body.
+"""Typed errors of the API, raised alike by the ledger, the handlers and the
+middlewares: one class per HTTP answer, which the app's single error handler
+turns into Placement's error body (`error_responses`).
 
     TallyError (500)
     +-- BadRequest (400)                 malformed input; `code` may be a query code

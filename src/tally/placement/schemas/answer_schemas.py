@@ -1,11 +1,11 @@
-"""The building blocks of the answers' shapes: JSON schemas of the API's success
+"""The building blocks of the answers' schemas: JSON schemas of the API's success
 bodies, declared in each resource's schema module beside its request schemas
 (its `OPERATIONS` table) and read by the OpenAPI document; and of path parameters.
 
-A shape also builds its answer: a handler writes every field the newest
-microversion shows, in the order it sends them, and `fitter(shape)` keeps those
-the shape of the request's microversion lists (`handlers.common.answer`). So a field a
-microversion adds or drops is named once, in its shape's row.
+An answer's schema also builds it: a handler writes every field the newest
+microversion shows, in the order it sends them, and `fitter(schema)` keeps those
+the schema of the request's microversion lists (`handlers.common.answer`). So a field a
+microversion adds or drops is named once, in its schema's row.
 
 Loose where the API is open-ended (classes, providers and consumers are map keys;
 amounts are integers), exact in which fields each object has at a microversion,
@@ -91,6 +91,6 @@ def fitter(schema: Schema | None) -> Fit:
     return _as_is
 
 
-def fitter_of(shape: Callable[[Any], Schema]) -> Callable[[Any], Fit]:
-    """`shape`'s fitter at each microversion, built once per microversion."""
-    return functools.lru_cache(maxsize=64)(lambda version: fitter(shape(version)))
+def fitter_of(schema: Callable[[Any], Schema]) -> Callable[[Any], Fit]:
+    """`schema`'s fitter at each microversion, built once per microversion."""
+    return functools.lru_cache(maxsize=64)(lambda version: fitter(schema(version)))

@@ -1,13 +1,13 @@
-"""Answers built from the schema rows' shapes (`schemas.shapes.fitter`): a handler
-writes the newest fields, the shape of the request's microversion keeps its own."""
+"""Answers built from the schema rows' answer schemas (`schemas.answer_schemas.fitter`): a handler
+writes the newest fields, the schema of the request's microversion keeps its own."""
 
 from __future__ import annotations
 
 from tally.placement.schemas import allocations, providers
-from tally.placement.schemas.shapes import INT, STR, array, fitter, mapping, obj
+from tally.placement.schemas.answer_schemas import INT, STR, array, fitter, mapping, obj
 
 
-def test_an_object_keeps_the_fields_its_shape_lists_in_the_body_order():
+def test_an_object_keeps_the_fields_its_schema_lists_in_the_body_order():
     fit = fitter(obj(a=INT, b=STR))
     assert list(fit({"b": "x", "z": 1, "a": 2})) == ["b", "a"]
 
@@ -18,7 +18,7 @@ def test_maps_and_arrays_are_fitted_value_by_value():
     assert fit(body) == {"held": {"p": {"n": 1}}, "items": [{"k": "v"}]}
 
 
-def test_a_shape_without_objects_gives_the_body_itself():
+def test_a_schema_without_objects_gives_the_body_itself():
     body = {"a": 1}
     assert fitter(mapping(INT))(body) is body
     assert fitter(None)(body) is body
