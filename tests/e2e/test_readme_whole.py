@@ -30,7 +30,7 @@ EXPECTED = {
     "tally explain $RP --resource VCPU=16:15 --resource VCPU:allocation_ratio=1": [1],
     "tally audit --provider $RP --delete --apply": [4],
     "tally lab break delete-while-down": [0],
-    "tally audit -c consumer -c class -c history": [3],
+    "tally audit -c consumer -c kind -c history": [3],
 }
 
 

@@ -37,7 +37,7 @@ def run(lab, *args: str) -> tuple[int, Any]:
 
 
 def classes(rows: list[dict]) -> dict[str, str]:
-    return {r["consumer"]: r["class"] for r in rows}
+    return {r["consumer"]: r["kind"] for r in rows}
 
 
 def reserve_all(lab, rp: str, *resources: str) -> int:
@@ -238,7 +238,7 @@ def test_bad_input_is_127(broken):
 
 def test_columns_work_with_every_format(broken):
     fault(broken, "delete-while-down", server=broken.web["id"])
-    args = ["audit", "-f", "value", "-c", "consumer", "-c", "class"]
+    args = ["audit", "-f", "value", "-c", "consumer", "-c", "kind"]
     value = CliRunner().invoke(cli, args, obj=context(broken))
     assert value.exit_code == FOUND
     assert value.stdout == f"{broken.web['id']} orphan\n"  # only values: the summary's on stderr

@@ -62,7 +62,7 @@ def test_an_orphan_names_the_request_that_wrote_it(cloud):
     code, rows, _ = doctor(cloud, "audit")
     assert code == FOUND
     orphan = by_consumer(rows)[web]
-    assert orphan["class"] == "orphan"
+    assert orphan["kind"] == "orphan"
     history = orphan["history"]
     assert history["global_request_id"] == booted  # the compute's POST /servers
     assert history["request_id"].startswith("req-") and history["request_id"] != booted
@@ -89,11 +89,11 @@ def test_a_stale_migration_hold_names_its_request_and_its_last_touch(cloud):
     code, rows, _ = doctor(cloud, "audit")
     assert code == FOUND
     stale = by_consumer(rows)[migration]
-    assert stale["class"] == "stale-migration"
+    assert stale["kind"] == "stale-migration"
     # the move's claim: the migration took the server's source hold in that request
     assert stale["history"]["global_request_id"] == broke
     misplaced = by_consumer(rows)[web]
-    assert misplaced["class"] == "misplaced"
+    assert misplaced["kind"] == "misplaced"
     assert misplaced["history"]["global_request_id"] == broke  # its claim on the target
     written = stale["history"]["written_at"]
     assert written and stale["history"]["last_touched_at"] >= written
@@ -108,7 +108,7 @@ def test_without_a_history_the_doctor_says_so_once_and_goes_on(cloud, make_place
     upstream = make_placement(lambda path: path.startswith("/placement/tally/"))
     code, rows, stderr = doctor(cloud, "audit", placement=upstream)
     assert code == FOUND
-    assert by_consumer(rows)[web]["class"] == "orphan"
+    assert by_consumer(rows)[web]["kind"] == "orphan"
     assert by_consumer(rows)[web]["history"] is None
     assert stderr.count("claim history: this Placement has no /tally/v1/history") == 1
 

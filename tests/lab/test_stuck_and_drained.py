@@ -114,7 +114,7 @@ def test_the_audit_says_how_long_in_seconds(two):
     def stuck() -> bool:  # past 1 s, by the lab's updated_at (stamped to the second)
         result = tally(two, "audit", "--stuck-after", "1s", "-f", "json")
         found[:] = [result, [r for r in json.loads(result.stdout) if r["consumer"] == migration]]
-        return [r["class"] for r in found[1]] == ["stuck-migration"]
+        return [r["kind"] for r in found[1]] == ["stuck-migration"]
 
     assert wait_until(stuck, seconds=10, every=0.2), found[0].output
     result, (row,) = found

@@ -21,7 +21,7 @@ from tally.cli.scripting import STUCK_AFTER, notes, summary
 from tally.clients.errors import PlacementError
 from tally.doctor import audit as doctor
 
-COLUMNS = ("consumer", "class", "server", "host", "allocations", "reason", "fix", "action")
+COLUMNS = ("consumer", "kind", "server", "host", "allocations", "reason", "fix", "action")
 COLUMNS += ("history",)  # when, and by which request, the hold was written
 
 
@@ -32,7 +32,7 @@ def rows(report: doctor.Audit, verbose: bool) -> list[dict[str, Any]]:
     found = [
         {
             "consumer": f.consumer_uuid,
-            "class": f.kind,
+            "kind": f.kind,
             "server": f.server,
             "host": f.host,
             "allocations": {books.name(rp): r for rp, r in f.allocations.items()},
@@ -47,7 +47,7 @@ def rows(report: doctor.Audit, verbose: bool) -> list[dict[str, Any]]:
         found.append(
             {
                 "consumer": rp,
-                "class": "leaked-provider",
+                "kind": "leaked-provider",
                 "server": None,
                 "host": books.name(rp),
                 "allocations": {},

@@ -50,7 +50,7 @@ def render(out: Output, found: Explanation) -> None:
         con.print(shown("The change would be accepted: capacity stays above what is used."))
         return
     render_check(out, found.check, plan_follows=True)
-    table = out.table(["consumer", "class", "holds here", "reason", "written"])
+    table = out.table(["consumer", "kind", "holds here", "reason", "written"])
     for h in found.holders:
         held = ", ".join(f"{k}={v}" for k, v in h.held.items())
         written = h.history.summary() if h.history else ""
