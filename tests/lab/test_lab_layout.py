@@ -1,5 +1,5 @@
-"""The lab's module sizes and its schema: migration 0002 creates exactly the tables of
-db/compute_schema.py. (Its import rules are in tests/unit/test_architecture.py.)"""
+"""The lab's module sizes and its schema: the migrations (0002, then 0008) create exactly
+the tables of db/compute_schema.py. (Its import rules are in tests/unit/test_architecture.py.)"""
 
 from __future__ import annotations
 
@@ -39,6 +39,7 @@ def test_migration_0002_matches_the_lab_tables(sqlite_engine):
         "compute_flavors",
         "compute_servers",
         "compute_migrations",
+        "compute_instance_actions",  # (from migration 0008)
         "lab_secrets",
     }
     assert lab_tables <= tables

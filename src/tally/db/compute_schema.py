@@ -97,6 +97,26 @@ compute_migrations = sa.Table(
     *timestamps(),
 )
 
+# What was asked of each server, as Nova's instance actions (os-instance-actions):
+# the action (create, resize, migrate, live-migration, evacuate, ...), the request
+# id of the compute API call that asked it (the id the caller holds, and the global
+# request id sent on to Placement), who asked, when, and its events as JSON.
+compute_instance_actions = sa.Table(
+    "compute_instance_actions",
+    metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("server_uuid", sa.String(36), nullable=False, index=True),
+    sa.Column("action", sa.String(64), nullable=False),
+    sa.Column("request_id", sa.String(64), nullable=False, index=True),
+    sa.Column("user_id", sa.String(255), nullable=True),
+    sa.Column("project_id", sa.String(255), nullable=True),
+    sa.Column("start_time", sa.DateTime, nullable=False),
+    sa.Column("finish_time", sa.DateTime, nullable=True),
+    sa.Column("message", sa.Text, nullable=True),
+    sa.Column("events", sa.Text, nullable=False),  # JSON list of Nova's event records
+    *timestamps(),
+)
+
 lab_secrets = sa.Table(
     "lab_secrets",
     metadata,

@@ -190,3 +190,25 @@ history = sa.Table(
     # No index on created_at: ids grow with time, so pruning the oldest reads from the
     # start of the table, and a time range is read along an index above (or by id).
 )
+
+# Requests of GET /allocation_candidates that found nothing (issue 39): the query as
+# asked, who asked (the request, the caller's global request id: Nova's, which the
+# user sees in `openstack server event list`), and the verdict computed from the
+# state the search saw (`candidates.why`) as JSON. Written after the answer, off its
+# path; pruned by age and count like the history.
+failures = sa.Table(
+    "tally_failures",
+    metadata,
+    sa.Column("id", _ID, primary_key=True),
+    sa.Column("created_at", _MICROSECONDS, nullable=False),
+    sa.Column("request_id", sa.String(64), nullable=True),
+    sa.Column("global_request_id", sa.String(64), nullable=True),
+    sa.Column("user_id", sa.String(255), nullable=True),
+    sa.Column("project_id", sa.String(255), nullable=True),
+    sa.Column("microversion", sa.String(16), nullable=False),
+    sa.Column("query", sa.Text, nullable=False),  # the query string as received
+    sa.Column("reason", sa.String(255), nullable=True),  # the dominant one
+    sa.Column("verdict", sa.Text, nullable=False),  # JSON
+    sa.Index("tally_failures_request_idx", "request_id"),
+    sa.Index("tally_failures_global_request_idx", "global_request_id"),
+)
