@@ -51,9 +51,10 @@ ROUTES = (
     # Beyond the API reference: the API itself, as OpenAPI 3.1 (per microversion).
     (openapi.PATH, openapi.Document),
     # Tally's own API, under /tally/ (outside Placement's namespace): the claim history,
-    # and the amounts of many providers in one answer.
+    # the amounts of many providers in one answer, and why a query finds no host.
     (history.PATH, history.History),
     (amounts.PATH, amounts.Amounts),
+    (candidates.Why.PATH, candidates.Why),
 )
 
 

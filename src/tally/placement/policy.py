@@ -271,6 +271,13 @@ API_RULES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         ("GET /tally/v1/history",),
     ),
     (
+        "tally:allocation_candidates:why",
+        "rule:admin_api",
+        "Explain what a query of allocation candidates finds: each constraint, the "
+        "trees it rules out, the closest misses.",
+        ("GET /tally/v1/allocation_candidates/why",),
+    ),
+    (
         "tally:amounts:list",
         "rule:admin_api",
         "Read every provider's inventories with what is used of them, in one answer.",

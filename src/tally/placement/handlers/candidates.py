@@ -12,10 +12,28 @@ from tally.placement.candidate_query import parse_query
 from tally.placement.context import Service
 from tally.placement.handlers.common import cache_headers, read_query, since
 from tally.placement.ledger import candidates as ledger
+from tally.placement.microversion import MAX_VERSION
 from tally.placement.schemas.answer_schemas import fitter_of
-from tally.placement.schemas.candidates import DICT_ALLOCATIONS, MAPPINGS, allocation_candidates
+from tally.placement.schemas.candidates import (
+    DICT_ALLOCATIONS,
+    MAPPINGS,
+    WHY_PATH,
+    allocation_candidates,
+)
 
 _FIT = fitter_of(allocation_candidates)  # the answer at a microversion (`schemas.candidates`)
+
+
+def search_options(service: Service) -> ledger.Options:
+    """How this server searches (its settings)."""
+    settings = service.settings
+    return ledger.Options(
+        max_candidates=settings.max_allocation_candidates,
+        strategy=settings.allocation_candidates_generation_strategy,
+        randomize=settings.randomize_allocation_candidates,
+        budget=settings.candidates_answer_budget,
+        seconds=settings.candidates_search_seconds,
+    )
 
 
 class AllocationCandidates:
@@ -23,14 +41,7 @@ class AllocationCandidates:
 
     def __init__(self, service: Service) -> None:
         self.service = service
-        settings = service.settings
-        self.options = ledger.Options(
-            max_candidates=settings.max_allocation_candidates,
-            strategy=settings.allocation_candidates_generation_strategy,
-            randomize=settings.randomize_allocation_candidates,
-            budget=settings.candidates_answer_budget,
-            seconds=settings.candidates_search_seconds,
-        )
+        self.options = search_options(service)
         self.index = service.index()
 
     @since("1.10")
@@ -76,3 +87,23 @@ def _requests(found: list[dict[str, Any]], version: tuple[int, int]) -> list[dic
         }
         for r in found
     ]
+
+
+class Why:
+    """GET /tally/v1/allocation_candidates/why?<the query of /allocation_candidates>:
+    each constraint of the query, how many provider trees it rules out on its own,
+    and the closest misses (`ledger.candidates.why`). Tally's own API, not
+    microversioned: the query is read as the newest microversion reads it."""
+
+    POLICIES = {"GET": "tally:allocation_candidates:why"}
+    PATH = WHY_PATH
+
+    def __init__(self, service: Service) -> None:
+        self.service = service
+        self.options = search_options(service)
+        self.index = service.index()
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        request = parse_query(read_query(req), MAX_VERSION)
+        with memory.gc_paused():
+            resp.media = ledger.explain(self.service.engine, request, self.options, self.index)

@@ -13,6 +13,7 @@ from tally.placement.schemas.answer_schemas import (
     INT,
     NULLABLE_UUID,
     STR,
+    TEXT_OR_NULL,
     UUID,
     array,
     mapping,
@@ -98,8 +99,24 @@ def allocation_candidates(v: Version) -> Schema:
     )
 
 
+# Tally's own: why a request finds what it finds (`ledger.candidates.why`), for the
+# same query string, read as the newest microversion reads it (which reads every
+# older one's too).
+WHY_PATH = "/tally/v1/allocation_candidates/why"
+VERDICT = obj(
+    candidates=INT,
+    trees=INT,
+    fits=INT,
+    dominant=TEXT_OR_NULL,
+    constraints=array(obj(constraint=STR, kind=STR, group=TEXT_OR_NULL, rules_out=INT)),
+    closest=array(
+        obj(root=UUID, name=TEXT_OR_NULL, reasons=array(STR), distance={"type": "number"})
+    ),
+)
+
 OPERATIONS: dict[Key, Operation] = {
     ("GET", "/allocation_candidates"): Operation(
         always({200: allocation_candidates}), query=GET_QUERY
     ),
+    ("GET", WHY_PATH): Operation(always({200: VERDICT}), query=always(GET_QUERY[-1][1])),
 }

@@ -5,6 +5,8 @@ imports point down this list only (a test checks the import graph has no ring).
                      changes (over the store of answer_cache.py)
     render.py        the answer written straight to JSON (newest shape)
     summaries.py     limit, provider summaries, the answer in uuids and names
+    why.py           why a request finds no tree (or few): each constraint judged
+                     alone per tree, the search telling which trees fit
     search.py        names -> ids, run the groups, combine them into candidates
     walk.py          ... tree by tree, stopping at `limit` (over a whole source)
     combine.py       one part of every group per anchor tree
@@ -25,20 +27,25 @@ imports point down this list only (a test checks the import graph has no ring).
 `find_candidates` is the one entry point (`search_in` for a connection already
 open, always on the database; `search_over` for any `Source`); `candidates_answer`
 gives the same answer as the JSON body of the newest microversion
-(`candidates_json`, joined; `answer_over` for any `Source`).
+(`candidates_json`, joined; `answer_over` for any `Source`). `explain` says why a
+request finds what it does (why.py); `answer_and_verdict` gives an empty answer
+with its verdict.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import sqlalchemy as sa
 
+from tally.db import schema as t
 from tally.db.transaction import transaction
 from tally.placement.ledger.candidates import kept_answers as answers
 from tally.placement.ledger.candidates import render, search, summaries
 from tally.placement.ledger.candidates import view as views
+from tally.placement.ledger.candidates import why as why_module
 from tally.placement.ledger.candidates.budget import AnswerTooLarge, SearchTooLong
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.candidates.options import Options
@@ -57,11 +64,13 @@ __all__ = [
     "Result",
     "SearchTooLong",
     "Source",
+    "answer_and_verdict",
     "answer_over",
     "candidates_answer",
     "candidates_json",
     "find_candidates",
     "search_in",
+    "explain",
     "search_over",
 ]
 
@@ -99,6 +108,59 @@ def candidates_json(
 ) -> bytes:
     """`candidates_answer` joined."""
     return bytes(candidates_answer(engine, request, options, index))
+
+
+def explain(
+    engine: sa.Engine,
+    request: CandidateRequest,
+    options: Options | None = None,
+    index: Index | None = None,
+) -> dict[str, Any]:
+    """Why `request` finds what it finds (`why.explain`), as the API shows it."""
+    with _source(engine, index) as source:
+        found = _verdict(source, request, options or Options())
+    return _shown(engine, *found)
+
+
+def answer_and_verdict(
+    engine: sa.Engine,
+    request: CandidateRequest,
+    options: Options | None = None,
+    index: Index | None = None,
+) -> tuple[Answer, dict[str, Any] | None]:
+    """`candidates_answer`, and when it is empty the verdict (`explain`) from the
+    state that search read."""
+    options = options or Options()
+    with _source(engine, index) as source:
+        answer = answer_over(source, request, options)
+        found = None if answer.requests else _verdict(source, request, options)
+    return answer, None if found is None else _shown(engine, *found)
+
+
+def _verdict(
+    source: Source, request: CandidateRequest, options: Options
+) -> tuple[why_module.Verdict, dict[int, str]]:
+    """The verdict, with the uuids of the trees it names (read while `source` is held)."""
+    verdict = why_module.explain(source, request, options)
+    roots = [miss.root for miss in verdict.closest]
+    source.load_providers(roots)
+    return verdict, {rp: source.rows[rp][0] for rp in roots}
+
+
+def _shown(engine: sa.Engine, verdict: why_module.Verdict, uuids: dict[int, str]) -> dict:
+    names = provider_names(engine, uuids.values())
+    return verdict.as_dict(uuids.__getitem__, lambda rp: names.get(uuids[rp]))
+
+
+def provider_names(engine: sa.Engine, uuids: Iterable[str]) -> dict[str, str]:
+    """Providers' names by uuid (the index keeps none)."""
+    wanted = sorted(set(uuids))
+    if not wanted:
+        return {}
+    rp = t.resource_providers
+    with transaction(engine) as conn:
+        rows = conn.execute(sa.select(rp.c.uuid, rp.c.name).where(rp.c.uuid.in_(wanted)))
+        return {uuid: name for uuid, name in rows}
 
 
 @contextlib.contextmanager

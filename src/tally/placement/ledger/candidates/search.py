@@ -92,7 +92,7 @@ class Names:
         )
 
 
-# What every search starts from (`_basics`): the request's names in ids, the
+# What every search starts from (`read_basics`): the request's names in ids, the
 # roots root_required allows (None: any), the holders of its traits, the sharing providers.
 Basics = tuple[Names, set[int] | None, dict[int, set[int]], set[int]]
 
@@ -117,12 +117,12 @@ def run(
 
     `budget` bounds the work (a new one from `options` when None); each try
     (the walk, the bulk search, the search in full) counts afresh under the
-    same deadline. `basics`: what `_basics` found of `request` on `snap`, when
+    same deadline. `basics`: what `read_basics` found of `request` on `snap`, when
     already read.
     """
     if budget is None:
         budget = options.new_budget()
-    names, anchor_roots, holders, sharing = basics or _basics(snap, request)
+    names, anchor_roots, holders, sharing = basics or read_basics(snap, request)
     if anchor_roots is not None and not anchor_roots:
         return None, []
     anchors: dict[int, set[int]] = {}
@@ -182,7 +182,7 @@ def every_tree(
     `request` (to search stale trees again later) and `run(..., by_anchor=True)`
     of it, from its names read once; None as `Trees.of` (or when an unknown
     aggregate or in_tree provider makes the answer empty)."""
-    basics = _basics(snap, request)
+    basics = read_basics(snap, request)
     trees = Trees.of(snap, request, budget, basics)
     if trees is None or trees.groups is None:
         return None
@@ -190,7 +190,7 @@ def every_tree(
     return trees, ctx, grouped
 
 
-def _basics(snap: Source, request: CandidateRequest) -> Basics:
+def read_basics(snap: Source, request: CandidateRequest) -> Basics:
     """What every search starts from: the request's names in ids, the roots
     root_required allows (None: any), the holders of the traits it names, and
     the sharing providers."""
@@ -258,7 +258,7 @@ class Trees:
     ) -> Trees | None:
         """The tree-by-tree search for `request`; None when it names an unknown
         class or trait (the bulk search reports which) or no root qualifies."""
-        names, anchor_roots, holders, sharing = basics or _basics(snap, request)
+        names, anchor_roots, holders, sharing = basics or read_basics(snap, request)
         if _any_unknown(names, request, 0) or (anchor_roots is not None and not anchor_roots):
             return None
         return cls(snap, request, names, holders, sharing, anchor_roots, budget)
