@@ -13,6 +13,8 @@ from click.testing import CliRunner
 
 from tally.cli.context import Context
 from tally.cli.main import cli
+from tally.clients.errors import PlacementError
+from tally.clients.placement import PlacementClient
 from tally.doctor import drain
 
 RESERVE_ALL = "VCPU=16:16"  # the seed's change: refused while anything holds VCPU
@@ -381,21 +383,62 @@ def test_heal_max_count(broken):
 # ---------------------------------------------------------------- tally explain candidates
 
 
+def _ruled(found: dict) -> dict[str, int]:
+    return {c["constraint"]: c["rules_out"] for c in found["constraints"]}
+
+
 def test_explain_candidates_counts_each_constraint(broken):
     broken.placement.put("/resource_classes/CUSTOM_GPU")
     broken.placement.put("/traits/CUSTOM_FAST")
     code, found = run(broken, "explain", "candidates", "--resource", "VCPU:1,MEMORY_MB:2048")
-    assert code == 0 and found["candidates"] == 3 and found["ruled_out"] == {}
+    assert code == 0 and found["candidates"] == 3 and found["fits"] == 3
+    assert _ruled(found) == {"resources=VCPU:1": 0, "resources=MEMORY_MB:2048": 0}
     code, found = run(
         broken, "explain", "candidates", "--resource", "VCPU:1,MEMORY_MB:70000,CUSTOM_GPU:1"
     )
     assert code == 1 and found["candidates"] == 0 and found["trees"] == 3
-    assert found["ruled_out"] == {"capacity MEMORY_MB": 3, "capacity CUSTOM_GPU": 3}
+    assert _ruled(found) == {
+        "resources=VCPU:1": 0,
+        "resources=MEMORY_MB:70000": 3,
+        "resources=CUSTOM_GPU:1": 3,
+    }
     assert {m["name"] for m in found["closest"]} == {"cmp-1", "cmp-2", "cmp-3"}
     code, found = run(
         broken, "explain", "candidates", "--resource", "VCPU:1", "--required", "CUSTOM_FAST"
     )
-    assert code == 1 and found["ruled_out"] == {"traits": 3}
+    assert code == 1 and _ruled(found)["required=CUSTOM_FAST"] == 3
+
+
+def test_explain_candidates_takes_granular_groups_as_osc_spells_them(broken):
+    """The options after `--group NAME` are that group's; the others the unsuffixed one's."""
+    args = ["explain", "candidates", "--resource", "VCPU:1", "--group", "1"]
+    args += ["--resource", "MEMORY_MB:70000", "--forbidden", "CUSTOM_SLOW", "--group", "2"]
+    args += ["--resource", "VCPU=1", "--group-policy", "isolate"]
+    broken.placement.put("/traits/CUSTOM_SLOW")
+    code, found = run(broken, *args)
+    assert code == 1
+    assert _ruled(found) == {
+        "resources=VCPU:1": 0,
+        "resources1=MEMORY_MB:70000": 3,
+        "required1=!CUSTOM_SLOW": 0,
+        "resources2=VCPU:1": 0,
+        "group_policy=isolate": 0,
+    }
+
+
+def test_explain_candidates_over_a_placement_without_tallys_api(broken, monkeypatch):
+    """Upstream Placement has no /tally/v1/allocation_candidates/why: the CLI judges
+    the unsuffixed group over the public API, and says what it cannot."""
+
+    def missing(self, params):  # noqa: ANN001, ARG001
+        raise PlacementError("GET", "/tally/v1/allocation_candidates/why", 404, "Not Found")
+
+    monkeypatch.setattr(PlacementClient, "why", missing)
+    code, found = run(broken, "explain", "candidates", "--resource", "VCPU:1,MEMORY_MB:70000")
+    assert code == 1 and found["candidates"] == 0 and found["trees"] == 3
+    assert _ruled(found) == {"capacity MEMORY_MB": 3}
+    code, output = run(broken, "explain", "candidates", "--group", "1", "--resource", "VCPU:1")
+    assert code != 0 and "needs Tally's" in output
 
 
 def test_explain_candidates_rejects_a_bad_request(broken):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import shlex
+from typing import Any
 
 import click
 
 from tally.cli import exits
+from tally.cli.candidate_query import ORDER, InOrder, build_query, query_options
 from tally.cli.context import (
     PROVIDER,
     Context,
@@ -19,10 +20,10 @@ from tally.cli.context import (
     progress_bar,
     shown,
 )
-from tally.cli.filters import shape_param
 from tally.cli.inventory import asked_inventories, resource_option
 from tally.cli.inventory_report import render_check
 from tally.cli.scripting import STUCK_AFTER, notes
+from tally.clients.errors import PlacementError
 from tally.doctor.candidates import explain_candidates
 from tally.doctor.explain import Explanation, explain_change
 
@@ -99,36 +100,68 @@ def provider(
         exits.leave(exits.FAILED)
 
 
-@explain.command("candidates")
-@click.option(
-    "--resource",
-    "resources",
-    required=True,
-    multiple=True,
-    metavar="CLASS=N[,CLASS=N...]",
-    help="What is asked, e.g. VCPU=4,MEMORY_MB=8192 (`CLASS:N` too; repeatable).",
-)
-@click.option("--required", multiple=True, help="A required trait (`!TRAIT` forbids; repeatable).")
-@click.option("--member-of", multiple=True, help="Aggregates, `in:A,B` any of (repeatable).")
+@explain.command("candidates", cls=InOrder)
+@query_options
 @output_options
 @pass_context
-def candidates(
-    ctx: Context, out: Output, resources: tuple[str, ...], required: tuple, member_of: tuple
-) -> None:
+def candidates(ctx: Context, out: Output, **params: Any) -> None:
     """When no host fits ("No valid host was found"): how many provider trees each
-    constraint rules out (capacity per class, traits, aggregates), and the closest
-    misses. Exit 1 when no candidate fits."""
-    asked = shape_param(resources)
-    with progress_bar("reading providers") as tick:
-        found = explain_candidates(ctx.client, asked, list(required), list(member_of), tick)
+    constraint rules out on its own, and the closest misses. The query as
+    `openstack allocation candidate list` spells it (`--group NAME` starts a
+    granular group). Exit 1 when no candidate fits."""
+    query = build_query(params, click.get_current_context().meta[ORDER])
+    if not query:
+        raise click.UsageError("Nothing asked: give --resource (or --required, --member-of).")
+    try:
+        found = ctx.client.why(query)
+    except PlacementError as exc:
+        if exc.status != 404:
+            raise
+        found = _asked_over_the_api(ctx, query)  # a Placement without Tally's API
     if out.fmt in ("json", "yaml"):
-        out.dump(found.as_dict())
+        out.dump(found)
     else:
-        click.echo(f"{found.candidates} candidates; {found.trees} provider trees")
+        fits = f"; {found['fits']} fit" if "fits" in found else ""
+        click.echo(f"{found['candidates']} candidates; {found['trees']} provider trees{fits}")
         out.rows(
             ["constraint", "trees ruled out"],
-            ({"constraint": k, "trees ruled out": v} for k, v in found.ruled_out.items()),
+            (
+                {"constraint": c["constraint"], "trees ruled out": c["rules_out"]}
+                for c in found["constraints"]
+            ),
         )
-        out.rows(["name", "root", "reasons"], (dataclasses.asdict(m) for m in found.closest))
-    if not found.candidates:
+        out.rows(
+            ["name", "root", "reasons"],
+            ({**m, "reasons": "; ".join(m["reasons"])} for m in found["closest"]),
+        )
+    if not found["candidates"]:
         exits.leave(exits.FAILED)
+
+
+def _asked_over_the_api(ctx: Context, query: dict[str, list[str]]) -> dict[str, Any]:
+    """The explanation read over the public API (`doctor.candidates`), for the
+    unsuffixed resources, required and member_of it understands."""
+    known = {"resources", "required", "member_of"}
+    if not set(query) <= known:
+        unknown = ", ".join(sorted(set(query) - known))
+        raise click.UsageError(
+            f"This Placement explains only resources, required and member_of ({unknown} "
+            "needs Tally's /tally/v1/allocation_candidates/why)."
+        )
+    asked = dict(pair.split(":") for pair in query["resources"][0].split(","))
+    with progress_bar("reading providers") as tick:
+        found = explain_candidates(
+            ctx.client,
+            {rc: int(n) for rc, n in asked.items()},
+            query.get("required", []),
+            query.get("member_of", []),
+            tick,
+        )
+    return {
+        "candidates": found.candidates,
+        "trees": found.trees,
+        "constraints": [{"constraint": k, "rules_out": v} for k, v in found.ruled_out.items()],
+        "closest": [
+            {"name": m.name, "root": m.root, "reasons": list(m.reasons)} for m in found.closest
+        ],
+    }

@@ -35,6 +35,7 @@ DEFAULT_URL = "http://127.0.0.1:8778"
 NOAUTH_ADMIN_TOKEN = "admin"
 USER_AGENT = "tally-placement-client"
 HISTORY_PATH = "/tally/v1/history"  # Tally's own API (upstream Placement has none)
+WHY_PATH = "/tally/v1/allocation_candidates/why"  # Tally's own too
 
 Params = Mapping[str, str | int | list[str] | None]
 
@@ -214,6 +215,13 @@ class PlacementClient:
         "next_marker": ...}` (query `consumer`, `provider`, `since`, `until`, `limit`,
         `marker`). Admin only; a PlacementError 404 from a Placement without it."""
         return self.get(HISTORY_PATH, params)
+
+    def why(self, params: Params) -> dict[str, Any]:
+        """Why a query of allocation candidates finds what it finds (the query as
+        GET /allocation_candidates takes it): each constraint and the trees it rules
+        out, the closest misses. Admin only; a PlacementError 404 from a Placement
+        without it."""
+        return self.get(WHY_PATH, params)
 
     def put_inventories(
         self, uuid: str, generation: int, inventories: Mapping[str, Mapping[str, Any]]
