@@ -33,6 +33,8 @@ then missing the least of the classes asked.
 from __future__ import annotations
 
 import dataclasses
+import heapq
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -53,8 +55,9 @@ class Constraint:
     kind: str  # resources, required, forbidden, member_of, ... (see the module)
     group: str | None  # the group's suffix ('' unsuffixed); None: request-wide
     ruled_out: frozenset[int]  # root provider ids
-    # per tree: what it misses of a class (resources only): (free at most, asked)
-    short: dict[int, tuple[int, int]] = dataclasses.field(default_factory=dict)
+    asked: int = 0  # of a class (resources only)
+    # ... and per tree it rules out, the most free on one provider in its scope
+    free: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,10 +120,8 @@ def explain(source: Source, request: CandidateRequest, options: Options) -> Verd
     judge = _Judge(source, whole)
     constraints = judge.one_by_one()
     constraints += judge.together(fits, constraints, lambda r: _anchors(source, r, options)[1])
-    roots = judge.roots
-    missed = [root for root in roots if root not in fits]
-    closest = sorted((_miss(root, constraints) for root in missed), key=_by_distance)[:CLOSEST]
-    return Verdict(count, len(roots), frozenset(fits), tuple(constraints), tuple(closest))
+    closest = [_miss(root, constraints) for root in _closest(judge.roots, fits, constraints)]
+    return Verdict(count, len(judge.roots), frozenset(fits), tuple(constraints), tuple(closest))
 
 
 def _anchors(source: Source, request: CandidateRequest, options: Options) -> tuple[int, set[int]]:
@@ -132,8 +133,21 @@ def _anchors(source: Source, request: CandidateRequest, options: Options) -> tup
     return len(set(candidates)), set(owners)  # (a sharing-only one comes per tree)
 
 
-def _by_distance(miss: Miss) -> tuple[float, int]:
-    return miss.distance, miss.root
+def _closest(roots: list[int], fits: set[int], constraints: list[Constraint]) -> list[int]:
+    """The CLOSEST trees that miss, by distance (constraints failed, plus the
+    share missing of each class), then id."""
+    distance: Counter[int] = Counter()  # (counts, then fractions added)
+    for c in constraints:
+        distance.update(c.ruled_out)
+    for c in constraints:
+        if c.asked:  # (in place: the loop over every tree a class rules out is the cost)
+            asked, free = c.asked, c.free.get
+            for root in c.ruled_out:
+                left = free(root, 0)
+                if left < asked:
+                    distance[root] += (asked - left) / asked
+    missed = [root for root in roots if root not in fits]
+    return heapq.nsmallest(CLOSEST, missed, key=lambda root: (distance[root], root))
 
 
 def _miss(root: int, constraints: list[Constraint]) -> Miss:
@@ -142,10 +156,10 @@ def _miss(root: int, constraints: list[Constraint]) -> Miss:
         if root not in c.ruled_out:
             continue
         distance += 1
-        if root in c.short:
-            free, asked = c.short[root]
-            distance += (asked - free) / asked if free < asked else 0
-            why = f"{free} free at most" if free < asked else "not within its unit limits"
+        if c.asked:
+            free = c.free.get(root, 0)
+            distance += max(c.asked - free, 0) / c.asked
+            why = f"{free} free at most" if free < c.asked else "not within its unit limits"
             reasons.append(f"{c.text}: {why}")
         else:
             reasons.append(f"{c.text}: not met")
@@ -204,9 +218,9 @@ class _Judge:
         return found
 
     def _rule(
-        self, text: str, kind: str, group: str | None, ok: set[int], **short: Any
+        self, text: str, kind: str, group: str | None, ok: set[int], **extra: Any
     ) -> Constraint:
-        return Constraint(text, kind, group, self.every - ok, **short)
+        return Constraint(text, kind, group, self.every - ok, **extra)
 
     def _group(self, group: RequestGroup) -> list[Constraint]:
         names, s = self.names, group.suffix
@@ -218,10 +232,10 @@ class _Judge:
             rows = self.stock(rc, tree if group.in_tree else None)
             fit = {row[0] for row in self.source.fitting(rc, rows, amount)}
             options.append(fit)
-            short = self._free(rows, group, amount)
             ok = self.trees_of(fit, group)
             text = f"resources{s}={name}:{amount}"
-            found.append(self._rule(text, "resources", s, ok, short=short))
+            free = self._free(rows, group) if len(ok) < len(self.every) else {}
+            found.append(self._rule(text, "resources", s, ok, asked=amount, free=free))
         for any_of in group.required:
             holding = set().union(*(self.holders.get(names.traits[t], ()) for t in any_of))
             text = ",".join(sorted(any_of))
@@ -282,19 +296,22 @@ class _Judge:
             ok -= self.trees_of(fit, group) - self.trees_of(fit - excluded, group)
         return ok
 
-    def _free(self, rows: list[Stock], group: RequestGroup, asked: int) -> dict:
-        """Per tree: the most free of the class on one provider in scope, and the amount."""
+    def _free(self, rows: list[Stock], group: RequestGroup) -> dict[int, int]:
+        """Per tree: the most free of the class on one provider in the group's scope."""
         best: dict[int, int] = {}
-        shared = not (group.in_tree and not group.use_same_provider)
-        for provider, root, capacity, used, *_ in rows:
-            free = max(capacity - used, 0)
-            trees = [root]
-            if shared and provider in self.sharing:
-                trees += self.shared_into.get(provider, ())
-            for t in trees:
-                if free > best.get(t, -1):
-                    best[t] = free
-        return {t: (best.get(t, 0), asked) for t in self.roots}
+        get = best.get
+        for row in rows:
+            free = row[2] - row[3]
+            if free > get(row[1], 0):
+                best[row[1]] = free
+        if self.sharing and not (group.in_tree and not group.use_same_provider):
+            for row in rows:
+                if row[0] in self.sharing:
+                    free = row[2] - row[3]
+                    for tree in self.shared_into.get(row[0], ()):
+                        if free > get(tree, 0):
+                            best[tree] = free
+        return best
 
     def together(
         self,
