@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import shlex
 from typing import Any
@@ -26,6 +27,7 @@ from tally.cli.scripting import STUCK_AFTER, notes
 from tally.clients.errors import PlacementError
 from tally.doctor.candidates import explain_candidates
 from tally.doctor.explain import Explanation, explain_change
+from tally.doctor.fit_hints import Hint, fit_hints
 
 
 class ProviderByDefault(click.Group):
@@ -118,6 +120,8 @@ def candidates(ctx: Context, out: Output, **params: Any) -> None:
         if exc.status != 404:
             raise
         found = _asked_over_the_api(ctx, query)  # a Placement without Tally's API
+    hints = fit_hints(found, ctx.client, ctx.compute) if not found["candidates"] else []
+    found["hints"] = [dataclasses.asdict(h) for h in hints]
     if out.fmt in ("json", "yaml"):
         out.dump(found)
     else:
@@ -134,8 +138,21 @@ def candidates(ctx: Context, out: Output, **params: Any) -> None:
             ["name", "root", "reasons"],
             ({**m, "reasons": "; ".join(m["reasons"])} for m in found["closest"]),
         )
+        render_hints(hints)
     if not found["candidates"]:
         exits.leave(exits.FAILED)
+
+
+def render_hints(hints: list[Hint]) -> None:
+    """What would make it fit, one action per line with its command under it."""
+    if not hints:
+        return
+    con = console()
+    con.print(shown("What would make it fit (each removes one reason of one tree):"))
+    for hint in hints:
+        con.print(shown(f"  - {hint.text}"))
+        if hint.command:
+            con.print(shown(f"      {hint.command}"))
 
 
 def _asked_over_the_api(ctx: Context, query: dict[str, list[str]]) -> dict[str, Any]:
