@@ -457,4 +457,7 @@ def _run_worker(
     server = make_server(app, sock, limits)
     server.master_pid = master_pid
     log.info("worker %d serving (%d threads)", os.getpid(), limits.threads)
-    server.run()  # returns on SystemExit, after the threads finish (at most 5 s)
+    try:
+        server.run()  # returns on SystemExit, after the threads finish (at most 5 s)
+    finally:  # background writers (the failed searches') write what they hold
+        forks.stop_background()
