@@ -41,6 +41,7 @@ MAX_LIMIT = 1000
 BATCH = 500  # rows a pruning transaction deletes at most
 WRITE_BATCH = 100  # notes one write transaction inserts at most
 DROP_LOG_SECONDS = 60.0  # a full queue is logged at most this often
+PRUNE_PAUSE = 0.02  # between two pruning batches when no note waits
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +97,7 @@ class Recorder:
         self._queue: queue.Queue[FailureNote | None] = queue.Queue(self.queue_size)
         self._next_drop_log = 0.0
         self._prune_due = 0.0
+        self._more = False  # the last pruning pass left more to delete
         forks.background(self)
 
     @classmethod
@@ -188,7 +190,11 @@ class Recorder:
                 self._prune_pass()
 
     def _until_prune(self) -> float:
-        return max(self._prune_due - time.monotonic(), 0.01)
+        """How long an idle writer waits for a note: a pause when a pruning pass
+        left more to delete; else until the next pass (at least half a second)."""
+        if self._more:
+            return PRUNE_PAUSE
+        return max(self._prune_due - time.monotonic(), 0.5)
 
     def _write(self, batch: list[FailureNote]) -> None:
         if not batch:
@@ -203,9 +209,10 @@ class Recorder:
         """One batch of pruning (the next comes after the next batch of notes, or at
         once when no note waits): writers take turns with it."""
         self._prune_due = time.monotonic() + self.prune_every
+        self._more = False
         try:
             if prune(self.engine, self.keep_days, self.keep_rows) == BATCH:
-                self._prune_due = time.monotonic()  # more to prune
+                self._more, self._prune_due = True, time.monotonic()
         except Exception:  # the next pass retries; nothing depends on it
             log.warning("pruning failed searches failed", exc_info=True)
 
