@@ -194,6 +194,35 @@ SETTINGS: tuple[Setting, ...] = (
         "starts after a write request, in a thread of its own).",
         "TALLY_HISTORY_PRUNE_SECONDS",
     ),
+    Setting(
+        "failures",
+        True,
+        "Record every GET /allocation_candidates that found nothing (`GET /tally/v1/failures`, "
+        "`tally failures`, `tally why`): the query, microversion, request ids, user, project "
+        "and the verdict, written by a thread of its own, off the request's path.",
+        "TALLY_FAILURES",
+    ),
+    Setting(
+        "failures_keep_days",
+        30,
+        "Failed searches older than this many days are pruned (in small batches, by the "
+        "failures' writer thread, at most once per `history_prune_seconds`); 0: no age limit.",
+        "TALLY_FAILURES_KEEP_DAYS",
+    ),
+    Setting(
+        "failures_keep_rows",
+        100000,
+        "At most this many failed searches are kept (the newest; pruned as for "
+        "`failures_keep_days`); 0: no limit.",
+        "TALLY_FAILURES_KEEP_ROWS",
+    ),
+    Setting(
+        "failures_queue",
+        1000,
+        "Failed searches waiting for the writer thread, at most; past it a record is dropped "
+        "(counted, and logged once a minute) rather than slowing the request.",
+        "TALLY_FAILURES_QUEUE",
+    ),
     Setting("host", "127.0.0.1", "Address `tally serve` listens on.", "TALLY_HOST"),
     Setting("port", 8778, "Port `tally serve` listens on.", "TALLY_PORT"),
     Setting(

@@ -74,6 +74,12 @@ def _get() -> dict[str, Any]:
                 "Write transactions run again after a deadlock, serialization failure or race.",
                 registry=registry,
             ),
+            unsatisfied=Counter(
+                "tally_unsatisfied_requests",
+                "GET /allocation_candidates that found nothing, by the dominant reason.",
+                ["reason"],
+                registry=registry,
+            ),
         )
     return _metrics
 
@@ -99,6 +105,11 @@ def request(route: str, method: str, status: int, seconds: float, error: Any = N
 
 def database_retry() -> None:
     _get()["retries"].inc()
+
+
+def unsatisfied_request(reason: str | None) -> None:
+    """A search found nothing; `reason` is its verdict's dominant reason (None: unknown)."""
+    _get()["unsatisfied"].labels(reason or "unknown").inc()
 
 
 def registry() -> Any:

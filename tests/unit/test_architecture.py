@@ -260,6 +260,7 @@ def test_route_table_matches_the_placement_api(sqlite_engine):
         "/reshaper": ["POST"],
         "/openapi.json": ["GET"],
         "/tally/v1/history": ["GET"],  # Tally's own API, outside Placement's
+        "/tally/v1/failures": ["GET"],
         "/tally/v1/amounts": ["GET"],
         "/tally/v1/allocation_candidates/why": ["GET"],
     }

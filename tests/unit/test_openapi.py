@@ -62,6 +62,7 @@ FIRST = {
     ("/reshaper", "POST"): "1.30",
     ("/openapi.json", "GET"): "1.0",
     ("/tally/v1/history", "GET"): "1.0",  # Tally's own: the same at every version
+    ("/tally/v1/failures", "GET"): "1.0",
     ("/tally/v1/amounts", "GET"): "1.0",
     ("/tally/v1/allocation_candidates/why", "GET"): "1.0",
 }

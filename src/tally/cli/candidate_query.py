@@ -56,12 +56,16 @@ def query_options(command: Callable) -> Callable:
             multiple=True,
             help="Start the granular group NAME: the options after it are its own.",
         ),
-        click.option("--group-policy", type=click.Choice(["none", "isolate"])),
+        click.option(
+            "--group-policy",
+            type=click.Choice(["none", "isolate"]),
+            help="isolate: the granular groups take different providers.",
+        ),
         click.option("--root-required", multiple=True, help="A root trait (`!T` forbids one)."),
         click.option(
             "--same-subtree", multiple=True, help="Group names whose providers share a subtree."
         ),
-        click.option("--limit", type=click.IntRange(min=1)),
+        click.option("--limit", type=click.IntRange(min=1), help="At most this many candidates."),
     ]
     for option in reversed(options):
         command = option(command)

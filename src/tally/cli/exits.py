@@ -57,7 +57,8 @@ TABLE: tuple[tuple[int, str], ...] = (
         "bad input, for every command: an unknown command or option, a value missing or "
         "malformed (a shape, a duration, a uuid, a microversion, a setting), options that "
         "exclude each other, a provider name that matches none; `audit --provider` and "
-        "`heal --instance` naming a provider or server that does not exist",
+        "`heal --instance` naming a provider or server that does not exist; `why` naming a "
+        "request id no failed search has",
     ),
     (UNEXPECTED, "an unexpected error (a bug: its traceback is printed)"),
 )

@@ -14,6 +14,7 @@ from tally.cli.context import connection_options, open_context
 from tally.cli.db import db
 from tally.cli.drain import drain
 from tally.cli.explain import explain
+from tally.cli.failures import failures
 from tally.cli.heal import heal
 from tally.cli.history import history
 from tally.cli.lab import lab
@@ -23,6 +24,7 @@ from tally.cli.root import Root
 from tally.cli.serve import serve
 from tally.cli.trait import trait
 from tally.cli.usage import usage
+from tally.cli.why import why
 
 
 @click.group(cls=Root)
@@ -57,4 +59,6 @@ cli.add_command(explain)
 cli.add_command(heal)
 cli.add_command(drain)
 cli.add_command(history)
+cli.add_command(failures)
+cli.add_command(why)
 cli.add_command(capacity)

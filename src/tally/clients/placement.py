@@ -36,6 +36,7 @@ NOAUTH_ADMIN_TOKEN = "admin"
 USER_AGENT = "tally-placement-client"
 HISTORY_PATH = "/tally/v1/history"  # Tally's own API (upstream Placement has none)
 WHY_PATH = "/tally/v1/allocation_candidates/why"  # Tally's own too
+FAILURES_PATH = "/tally/v1/failures"  # Tally's own too
 
 Params = Mapping[str, str | int | list[str] | None]
 
@@ -222,6 +223,13 @@ class PlacementClient:
         out, the closest misses. Admin only; a PlacementError 404 from a Placement
         without it."""
         return self.get(WHY_PATH, params)
+
+    def failures(self, params: Params | None = None) -> dict[str, Any]:
+        """Tally's failed searches (GET /allocation_candidates that found nothing),
+        newest first: `{"failures": [record, ...], "next_marker": ...}` (query
+        `request_id`, `since`, `until`, `resource_class`, `trait`, `limit`, `marker`).
+        Admin only; a PlacementError 404 from a Placement without it."""
+        return self.get(FAILURES_PATH, params)
 
     def put_inventories(
         self, uuid: str, generation: int, inventories: Mapping[str, Mapping[str, Any]]

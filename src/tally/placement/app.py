@@ -16,6 +16,7 @@ from tally.placement.handlers import (
     allocations,
     amounts,
     candidates,
+    failures,
     history,
     inventories,
     providers,
@@ -26,6 +27,7 @@ from tally.placement.handlers import (
     usages,
 )
 from tally.placement.ledger.candidates import Index
+from tally.placement.ledger.failure_records import Recorder
 from tally.placement.ledger.history_records import Pruner
 
 # (path, resource factory), in the order of the Placement API reference.
@@ -51,8 +53,10 @@ ROUTES = (
     # Beyond the API reference: the API itself, as OpenAPI 3.1 (per microversion).
     (openapi.PATH, openapi.Document),
     # Tally's own API, under /tally/ (outside Placement's namespace): the claim history,
-    # the amounts of many providers in one answer, and why a query finds no host.
+    # the searches that found nothing and why a query finds no host, and the amounts of
+    # many providers in one answer.
     (history.PATH, history.History),
+    (failures.PATH, failures.Failures),
     (amounts.PATH, amounts.Amounts),
     (candidates.Why.PATH, candidates.Why),
 )
@@ -69,7 +73,12 @@ def create_app(
     engine = engine or make_engine(settings.database)
     if index is None:
         index = new_index(settings)
-    service = Service(engine=engine, settings=settings, candidates_index=index)
+    service = Service(
+        engine=engine,
+        settings=settings,
+        candidates_index=index,
+        failures=Recorder.from_settings(engine, settings),
+    )
     app = falcon.App(
         middleware=[
             middleware.DatabaseWaits(),

@@ -8,6 +8,7 @@ import sqlalchemy as sa
 
 from tally.config import Settings
 from tally.placement.ledger.candidates.index import Index
+from tally.placement.ledger.failure_records import Recorder
 
 
 def new_index(settings: Settings) -> Index | None:
@@ -24,6 +25,8 @@ class Service:
     engine: sa.Engine
     settings: Settings
     candidates_index: Index | None = None  # built by `create_app` (or handed to it)
+    # Where a search that found nothing is noted (None: the `failures` setting is off).
+    failures: Recorder | None = None
 
     def index(self) -> Index | None:
         """The app's in-memory index of the database, which candidates and

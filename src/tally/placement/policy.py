@@ -278,6 +278,13 @@ API_RULES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         ("GET /tally/v1/allocation_candidates/why",),
     ),
     (
+        "tally:failures:list",
+        "rule:admin_api",
+        "Read the searches of GET /allocation_candidates that found nothing: the query, "
+        "who asked and why nothing fitted.",
+        ("GET /tally/v1/failures",),
+    ),
+    (
         "tally:amounts:list",
         "rule:admin_api",
         "Read every provider's inventories with what is used of them, in one answer.",

@@ -450,6 +450,21 @@ def _run_worker(
     signal.signal(signal.SIGINT, _stop)
     memory.keep()  # before any thread: arenas are made per thread on demand
     try:
+        _serve_built(sock, build, limits, master_pid)
+    finally:
+        # Background writers (the failed searches') write what they hold, whenever
+        # the signal came (while building, too). The master passes its SIGTERM on
+        # after the group's own: a second signal must not cut the writing short (the
+        # first one's deadline still ends a hung process).
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        forks.stop_background()
+
+
+def _serve_built(
+    sock: socket.socket, build: Callable[[], WSGIApp], limits: Limits, master_pid: int | None
+) -> None:
+    try:
         app = build()
     except Exception:
         log.exception("worker %d could not build the app", os.getpid())

@@ -11,6 +11,7 @@ from tally.placement.schemas import (
     amounts,
     candidates,
     documents,
+    failures,
     history,
     inventories,
     providers,
@@ -33,6 +34,7 @@ _RESOURCES = (
     reshaper,
     documents,
     history,
+    failures,
     amounts,
 )
 
