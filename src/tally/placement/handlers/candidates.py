@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import falcon
@@ -12,6 +13,7 @@ from tally.placement.candidate_query import parse_query
 from tally.placement.context import Service
 from tally.placement.handlers.common import cache_headers, read_query, since
 from tally.placement.ledger import candidates as ledger
+from tally.placement.ledger.failure_records import FailureNote
 from tally.placement.microversion import MAX_VERSION
 from tally.placement.schemas.answer_schemas import fitter_of
 from tally.placement.schemas.candidates import (
@@ -50,7 +52,9 @@ class AllocationCandidates:
         params = read_query(req)
         request = parse_query(params, version)
         with memory.gc_paused():
-            answer = self._answer(request, version)
+            answer, verdict = self._answer(request, version)
+        if verdict is not None:
+            self._note(req, verdict)
         if isinstance(answer, bytes):
             resp.data = answer
         else:  # joined a chunk at a time as it is sent
@@ -61,16 +65,42 @@ class AllocationCandidates:
 
     def _answer(
         self, request: ledger.CandidateRequest, version: tuple[int, int]
-    ) -> ledger.Answer | bytes:
-        """The JSON body (everything built on the way is freed on return)."""
+    ) -> tuple[ledger.Answer | bytes, dict[str, Any] | None]:
+        """The JSON body (everything built on the way is freed on return) and, when
+        it is empty and failed searches are recorded, its verdict."""
+        engine, options, index = self.service.engine, self.options, self.index
+        recording = self.service.failures is not None
         if version >= MAPPINGS:  # the newest shape, written straight to JSON
-            return ledger.candidates_answer(self.service.engine, request, self.options, self.index)
-        result = ledger.find_candidates(self.service.engine, request, self.options, self.index)
+            if recording:
+                return ledger.answer_and_verdict(engine, request, options, index)
+            return ledger.candidates_answer(engine, request, options, index), None
+        result = ledger.find_candidates(engine, request, options, index)
         body = {
             "allocation_requests": _requests(result.allocation_requests, version),
             "provider_summaries": result.provider_summaries,
         }
-        return orjson.dumps(_FIT(tuple(version))(body))
+        verdict = None
+        if recording and not result.allocation_requests:  # (read again: rare, and old)
+            verdict = ledger.verdict_or_none(engine, request, options, index)
+        return orjson.dumps(_FIT(tuple(version))(body)), verdict
+
+    def _note(self, req: falcon.Request, verdict: dict[str, Any]) -> None:
+        """Keep the failed search (written off this request's path)."""
+        assert self.service.failures is not None
+        identity = getattr(req.context, "identity", None)
+        self.service.failures.note(
+            FailureNote(
+                created_at=dt.datetime.now(dt.UTC).replace(tzinfo=None),
+                request_id=req.context.request_id,
+                global_request_id=req.context.global_request_id,
+                user_id=identity.user_id if identity else None,
+                project_id=identity.project_id if identity else None,
+                microversion=".".join(map(str, req.context.version)),
+                query=req.query_string,
+                reason=verdict["dominant"],
+                verdict=verdict,
+            )
+        )
 
 
 def _requests(found: list[dict[str, Any]], version: tuple[int, int]) -> list[dict[str, Any]]:

@@ -35,6 +35,7 @@ with its verdict.
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -55,6 +56,8 @@ from tally.placement.ledger.candidates.snapshot import Snapshot
 from tally.placement.ledger.candidates.source import Source
 from tally.placement.ledger.candidates.summaries import Result
 
+LOG = logging.getLogger(__name__)
+
 __all__ = [
     "Answer",
     "AnswerTooLarge",
@@ -72,6 +75,7 @@ __all__ = [
     "search_in",
     "explain",
     "search_over",
+    "verdict_or_none",
 ]
 
 
@@ -133,8 +137,33 @@ def answer_and_verdict(
     options = options or Options()
     with _source(engine, index) as source:
         answer = answer_over(source, request, options)
-        found = None if answer.requests else _verdict(source, request, options)
+        found = None if answer.requests else _verdict_or_none(source, request, options)
     return answer, None if found is None else _shown(engine, *found)
+
+
+def verdict_or_none(
+    engine: sa.Engine,
+    request: CandidateRequest,
+    options: Options | None = None,
+    index: Index | None = None,
+) -> dict[str, Any] | None:
+    """`explain`, or None when it could not be worked out (logged): a verdict
+    never fails the answer it explains."""
+    with _source(engine, index) as source:
+        found = _verdict_or_none(source, request, options or Options())
+    return None if found is None else _shown(engine, *found)
+
+
+def _verdict_or_none(
+    source: Source, request: CandidateRequest, options: Options
+) -> tuple[why_module.Verdict, dict[int, str]] | None:
+    try:
+        return _verdict(source, request, options)
+    except (SearchTooLong, AnswerTooLarge) as exc:
+        LOG.warning("no verdict for an empty answer: %s", exc)
+    except Exception:
+        LOG.exception("no verdict for an empty answer")
+    return None
 
 
 def _verdict(
