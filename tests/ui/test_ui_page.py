@@ -444,3 +444,23 @@ def test_lab_mode_checks_the_cookie_token_with_the_lab_identity(tmp_path):
         assert http.get(f"{ROOT}/", headers=lab_cookie).status_code == 200
         assert http.get(f"{ROOT}/", headers={"cookie": "tally_ui_token=admin"}).status_code == 401
     engine.dispose()
+
+
+def test_failed_searches_are_listed_with_why(page, client, cloud):
+    assert "No search has found nothing." in get(page, "/failures").text
+    make_provider(client, "<b>odd</b>", {"VCPU": {"total": 2}})
+    nova_id = f"req-{uuidlib.uuid4()}"
+    asked = client.simulate_get(
+        "/allocation_candidates",
+        query_string="resources=VCPU:3",
+        headers={"x-openstack-request-id": nova_id, "openstack-api-version": "placement 1.39"},
+    )
+    assert asked.json["allocation_requests"] == []
+    deadline = dt.datetime.now() + dt.timedelta(seconds=10)  # written off the request's path
+    while not client.simulate_get("/tally/v1/failures").json["failures"]:
+        assert dt.datetime.now() < deadline
+    text = get(page, "/failures").text
+    assert nova_id in text and "resources=VCPU:3" in text
+    assert html.escape("<b>odd</b>") in text and "<b>odd</b>" not in text
+    assert "resources=VCPU:3: 2 free at most" in text  # the closest miss
+    assert f'href="{ROOT}/failures"' in get(page).text  # linked from every page

@@ -1,4 +1,4 @@
-"""The operator page's WSGI app: one factory, four routes, one error path.
+"""The operator page's WSGI app: one factory, five routes, one error path.
 
 A client of the Placement API, as the CLI is: it reads through a PlacementClient
 (`placement`, a getter of one; in the server, in-process) and never the database.
@@ -10,6 +10,7 @@ Placement client mistakes it for an API), so its own paths start at `/`:
 
     GET  /                     providers: bars per class, filters, sort, capacity box
     GET  /providers/{uuid}     one provider: inventory, consumers, history, tree
+    GET  /failures             the newest searches that found nothing, and why
     GET  /login, POST /login   the token form (see tally.ui.auth)
     POST /logout               forget the token
 
@@ -104,6 +105,18 @@ class ProviderPage:
         _html(resp, render.provider(view, req.root_path, who, view.history is not None))
 
 
+class FailuresPage:
+    LIMIT = 50
+
+    def __init__(self, service: _Service) -> None:
+        self.service = service
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        who = self.service.gate(req)
+        found = seams.recent_failures(self.service.placement(), self.LIMIT)
+        _html(resp, render.failures(found, req.root_path, who))
+
+
 class Login:
     def __init__(self, service: _Service) -> None:
         self.service = service
@@ -170,6 +183,7 @@ def create_app(
     app.req_options.auto_parse_qs_csv = False
     app.add_route("/", Overview(service))
     app.add_route("/providers/{uuid}", ProviderPage(service))
+    app.add_route("/failures", FailuresPage(service))
     app.add_route("/login", Login(service))
     app.add_route("/logout", Logout())
     strategy = settings.auth_strategy

@@ -156,6 +156,11 @@ def provider(
     )
 
 
+def failures(found: list[dict] | None, root: str, who: object = None) -> str:
+    """The newest searches that found nothing (None: this Placement keeps none)."""
+    return _render("failures.html", "Failed searches", root, who, failures=found)
+
+
 def login(root: str, auth_strategy: str, next_path: str = "") -> str:
     return _render(
         "login.html", "Log in", root, hint=HINTS.get(auth_strategy, ""), next_path=next_path

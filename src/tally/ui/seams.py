@@ -89,6 +89,18 @@ def provider_history(
     ]
 
 
+def recent_failures(client: PlacementClient, limit: int) -> list[dict[str, Any]] | None:
+    """The newest `limit` searches that found nothing, each with its verdict (`GET
+    /tally/v1/failures`); None when this Placement keeps none (or the page's
+    caller may not read them)."""
+    try:
+        return client.failures({"limit": limit})["failures"]
+    except PlacementError as exc:
+        if exc.status in (401, 403, 404, 405):
+            return None
+        raise
+
+
 def capacity_counts(client: PlacementClient, shape: Mapping[str, int]) -> list[Fit] | None:
     """How many more of `shape` fit per provider: `tally capacity`'s read over
     `client`, each provider row as a `Fit`."""
