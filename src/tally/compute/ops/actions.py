@@ -108,15 +108,10 @@ def recorded(lab: Lab, who: Identity, action: str, servers: Iterable[str]) -> It
 
 def _write(lab: Lab, who: Identity, action: str, recording: Recording) -> None:
     finished = lab.now()
-    projects = {
-        s["uuid"]: s["project_id"]
-        for s in server_store.listing(lab.engine, deleted=None, uuids=list(recording.events))
-    }
     rows = []
     for uuid, events in recording.events.items():
-        project = projects.get(uuid, who.project_id)
-        for event in events:
-            event["hostId"] = host_id(project, event["host"])
+        for event in events:  # hashed with the action's project, as Nova shows it
+            event["hostId"] = host_id(who.project_id, event["host"])
         rows.append(
             {
                 "server_uuid": uuid,
@@ -168,5 +163,5 @@ def listing(
 def get(lab: Lab, server: dict[str, Any], request_id: str) -> dict[str, Any]:
     found = store.get(lab.engine, server["uuid"], request_id)
     if found is None:
-        raise NotFound(f"Action for request_id {request_id} on instance {server['uuid']} not found")
+        raise NotFound(f"Action {request_id} not found")
     return found
