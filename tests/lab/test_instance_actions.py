@@ -302,3 +302,16 @@ def test_a_deleted_servers_actions_stay_readable_from_2_21(cloud):
         headers={"x-auth-token": "eve:other", "openstack-api-version": f"compute {LATEST}"},
     )
     assert other.status_code == 404
+
+
+def test_a_multi_create_records_one_action_per_server_under_one_request_id(cloud):
+    body = {"server": {"name": "many", "flavorRef": "m1.small", "min_count": 2, "max_count": 2}}
+    answer = call(cloud, "POST", "/servers", body)
+    request_id = answer.headers["x-openstack-request-id"]
+    found = cloud.compute.get("/servers/detail", {"name": "many"})["servers"]
+    assert len(found) == 2
+    for server in found:
+        (listed,) = actions(cloud, server["id"])
+        assert (listed["action"], listed["request_id"]) == ("create", request_id)
+        events = action(cloud, server["id"], request_id)["events"]
+        assert events[-1]["host"] == server["OS-EXT-SRV-ATTR:host"]
