@@ -46,10 +46,11 @@ def test_password_token_with_roles_and_catalog(idlab):
     assert body["user"]["name"] == "admin" and body["project"]["name"] == "admin"
     assert {r["name"] for r in body["roles"]} == {"admin", "member"}
     catalog = {s["type"]: s["endpoints"] for s in body["catalog"]}
-    assert set(catalog) == {"identity", "placement", "compute"}
+    assert set(catalog) == {"identity", "placement", "compute", "image"}
     urls = {kind: {e["interface"]: e["url"] for e in eps} for kind, eps in catalog.items()}
     assert urls["placement"]["public"] == "http://lab.test/placement"
     assert urls["compute"]["public"] == "http://lab.test/compute/v2.1"
+    assert urls["image"]["public"] == "http://lab.test/image"
     assert body["expires_at"] > body["issued_at"]
 
 

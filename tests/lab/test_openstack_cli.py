@@ -13,8 +13,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
+from tally.compute.ops.servers import LAB_IMAGE
 from tests.live import VENV_TIMEOUT, install_osc, tally_serve
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(VENV_TIMEOUT)]
@@ -142,3 +144,64 @@ def test_the_openstack_cli_drives_the_lab(tmp_path):
         ) in refused
         after = sh.openstack(f"resource provider inventory show {rp[busy]} VCPU")
         assert (after["total"], after["reserved"]) == (total, 0)  # nothing was written
+
+
+def test_a_boot_is_found_by_its_request_id_with_the_openstack_cli(tmp_path):
+    """Issue 39: boot from a catalog image by name, read the server's events, and find
+    the request id the user holds in Placement's claim history. (The command for no
+    network is `--no-network`: `--network none` names a network called "none", which
+    python-openstackclient looks up, on a real cloud as on the lab.)"""
+    venv = install_osc()
+    with tally_serve(tmp_path) as url:
+        clouds = tmp_path / "clouds.yaml"
+        sh = Shell(venv, url, clouds)
+        printed = sh.tally("lab up --hosts 2 --servers 0")
+        clouds.write_text(printed[printed.index("clouds:") :])
+
+        images = {i["Name"]: i["ID"] for i in sh.openstack("image list")}
+        assert images["cirros"] == LAB_IMAGE
+        assert sh.openstack("image show cirros")["id"] == LAB_IMAGE
+        server = sh.openstack(
+            "server create --image cirros --flavor m1.small --no-network srv1 --wait"
+        )
+        assert server["status"] == "ACTIVE"
+        assert server["image"] == f"cirros ({LAB_IMAGE})"
+
+        (listed,) = sh.openstack("server event list srv1")
+        request_id = listed["Request ID"]
+        assert (listed["Action"], listed["Server ID"]) == ("create", server["id"])
+        shown = sh.openstack(f"server event show srv1 {request_id}")
+        assert (shown["action"], shown["message"]) == ("create", None)
+        assert [(e["event"], e["result"]) for e in shown["events"]] == [
+            ("conductor_schedule_and_build_instances", "Success"),
+            ("compute__do_build_and_run_instance", "Success"),
+        ]
+
+        # the books: the server holds its flavor on its host, claimed under that id
+        host = shown["events"][1]["host"]
+        rp = {h["Hypervisor Hostname"]: h["ID"] for h in sh.openstack("hypervisor list")}
+        held = sh.openstack(f"resource provider allocation show {server['id']}")
+        assert [(a["resource_provider"], a["resources"]) for a in held] == [
+            (rp[host], {"VCPU": 1, "MEMORY_MB": 2048, "DISK_GB": 20})
+        ]
+        history = httpx.get(
+            f"{url}/placement/tally/v1/history",
+            params={"consumer": server["id"]},
+            headers={"x-auth-token": "admin"},
+            trust_env=False,
+        ).json()["history"]
+        assert history and {h["global_request_id"] for h in history} == {request_id}
+
+        # a boot that finds no host: ERROR, and its action says why
+        sh.openstack("flavor create --ram 1000000 --vcpus 1 --disk 1 huge")
+        create = "server create --image cirros --flavor huge --no-network big --wait"
+        assert "Error creating server" in sh.fails([sh.openstack_bin, *create.split()])
+        (failed,) = sh.openstack("server event list big")
+        shown = sh.openstack(f"server event show big {failed['Request ID']}")
+        assert shown["message"] == "Error"
+        (event,) = shown["events"]
+        assert (event["event"], event["result"]) == (
+            "conductor_schedule_and_build_instances",
+            "Error",
+        )
+        assert event["details"].startswith("No valid host was found.")

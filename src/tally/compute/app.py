@@ -10,7 +10,16 @@ from tally.clients.errors import ClientError
 from tally.compute import middleware
 from tally.compute.context import Lab
 from tally.compute.errors import ComputeFault
-from tally.compute.handlers import actions, flavors, lab, migrations, servers, services, versions
+from tally.compute.handlers import (
+    actions,
+    flavors,
+    instance_actions,
+    lab,
+    migrations,
+    servers,
+    services,
+    versions,
+)
 from tally.compute.report import ReportClient
 from tally.config import Settings
 
@@ -23,6 +32,11 @@ ROUTES = (
     (f"{V}/servers/detail", servers.ServersDetail),
     (f"{V}/servers/{{server_id}}", servers.Server),
     (f"{V}/servers/{{server_id}}/action", actions.ServerAction),
+    (f"{V}/servers/{{server_id}}/os-instance-actions", instance_actions.InstanceActions),
+    (
+        f"{V}/servers/{{server_id}}/os-instance-actions/{{request_id}}",
+        instance_actions.InstanceAction,
+    ),
     (f"{V}/servers/{{server_id}}/migrations", migrations.ServerMigrations),
     (f"{V}/servers/{{server_id}}/migrations/{{migration_id}}", migrations.ServerMigration),
     (

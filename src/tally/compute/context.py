@@ -17,6 +17,7 @@ class Identity:
     user_id: str
     project_id: str
     roles: tuple[str, ...] = ()
+    request_id: str = ""  # the compute API request's id: its instance actions' key
 
     @property
     def is_admin(self) -> bool:

@@ -116,7 +116,9 @@ class Auth:
             if roles_header is not None
             else (("admin",) if user == "admin" else ())
         )
-        return Identity(user, req.get_header("x-project-id") or project or user, roles)
+        return Identity(
+            user, req.get_header("x-project-id") or project or user, roles, req.context.request_id
+        )
 
     def _confirmed(self, req: falcon.Request) -> Identity:
         if req.get_header("x-identity-status") != "Confirmed":
@@ -125,6 +127,7 @@ class Auth:
             req.get_header("x-user-id") or "",
             req.get_header("x-project-id") or "",
             _split(req.get_header("x-roles") or ""),
+            req.context.request_id,
         )
 
 

@@ -5,12 +5,12 @@ later ones."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 import falcon
 
+from tally.compute.ops import actions
 from tally.compute.states import status_of
 
 # statuses whose servers show `progress` (Nova's server view)
@@ -71,11 +71,7 @@ def server_detail(
     v = req.context.version
     status = status_of(server)
     flavor = server["flavor"]
-    host_id = (
-        hashlib.sha224((server["project_id"] + server["host"]).encode()).hexdigest()
-        if server["host"]
-        else ""
-    )
+    host_id = actions.host_id(server["project_id"], server["host"])
     doc: dict[str, Any] = {
         **server_brief(req, server),
         "status": status,
@@ -310,3 +306,33 @@ def server_migration_view(req: falcon.Request, m: Mapping[str, Any], ram_mb: int
     if v >= (2, 80):
         doc["user_id"], doc["project_id"] = m["user_id"], m["project_id"]
     return doc
+
+
+ACTION_KEYS = ("action", "instance_uuid", "message", "project_id", "request_id", "user_id")
+
+
+def instance_action(req: falcon.Request, action: Mapping[str, Any]) -> dict[str, Any]:
+    """An instance action as GET /servers/{id}/os-instance-actions lists it."""
+    doc = {k: action[k] for k in ACTION_KEYS if k != "instance_uuid"}
+    doc["instance_uuid"] = action["server_uuid"]
+    doc["start_time"] = iso_micro(action["start_time"])
+    if req.context.version >= (2, 58):
+        doc["updated_at"] = iso_micro(action["updated_at"])
+    return doc
+
+
+def instance_action_events(
+    req: falcon.Request, action: Mapping[str, Any], admin: bool
+) -> list[dict[str, Any]] | None:
+    """Its events, or None where the caller sees none: before 2.51 only an admin sees
+    them; the traceback, and the host (2.62), are an admin's only; the host's hashed
+    hostId (2.62) and the failure's details (2.84) are everyone's."""
+    v = req.context.version
+    if v < (2, 51) and not admin:
+        return None
+    shown = ["event", "start_time", "finish_time", "result"] + (["traceback"] if admin else [])
+    if v >= (2, 62):
+        shown += ["hostId"] + (["host"] if admin else [])
+    if v >= (2, 84):
+        shown.append("details")
+    return [{k: event.get(k) for k in shown} for event in action["events"]]

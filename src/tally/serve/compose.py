@@ -1,8 +1,8 @@
 """What `tally serve` serves, composed in one place: Placement at / and under
 /placement, `/healthcheck` (tally.serve.health), `/metrics` (tally.serve.metrics) and the
 operator page at `/tally/ui` (tally.ui: read-only, admin only); with the
-lab on, the lab compute API under /compute (v2.1) and the lab identity under /identity
-(v3).
+lab on, the lab compute API under /compute (v2.1), its image catalog under /image (v2,
+tally.compute.images) and the lab identity under /identity (v3).
 
 The compute API claims through Placement's public API with the project's
 PlacementClient: over an in-process WSGI transport (as the lab's service user), or
@@ -120,6 +120,7 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
     from tally.clients.placement import PlacementClient
     from tally.compute.app import create_app as compute_app
     from tally.compute.context import Lab
+    from tally.compute.images import create_app as image_app
     from tally.compute.report import ReportClient
     from tally.identity.app import create_app as identity_app
     from tally.identity.filter import TokenFilter
@@ -136,9 +137,11 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
         )
     report = ReportClient(client)
     compute = compute_app(settings, engine, report)
+    images = image_app(settings)
     gauges.compute = in_process_compute(compute, settings.lab_compute_max_version)
     mounts: dict[str, WSGIApp] = {
         "/compute": compute,
+        "/image": images,
         "/placement": placement,
         "/healthcheck": health,
         "/metrics": metrics,
@@ -152,6 +155,7 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
         mounts = {
             "/identity": identity_app(tokens, _catalog(settings)),
             "/compute": TokenFilter(compute, tokens, strict),
+            "/image": TokenFilter(images, tokens, strict),
             "/placement": root,
             "/healthcheck": TokenFilter(health, tokens, strict),
             "/metrics": TokenFilter(metrics, tokens, strict),
@@ -167,6 +171,7 @@ def _catalog(settings: Settings) -> list[tuple[str, str, str]]:
         ("identity", "keystone", "/identity"),
         ("placement", "placement", settings.lab_placement_url or "/placement"),
         ("compute", "nova", "/compute/v2.1"),
+        ("image", "glance", "/image"),
     ]
 
 

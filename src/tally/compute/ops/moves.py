@@ -22,7 +22,7 @@ from typing import Any
 
 from tally.compute.context import Identity, Lab
 from tally.compute.errors import BadRequest, Conflict, Forbidden, NotFound, NoValidHost
-from tally.compute.ops import servers
+from tally.compute.ops import actions, servers
 from tally.compute.ops.scheduler import claim_destination
 from tally.compute.store import hosts as host_store
 from tally.compute.store import migrations as store
@@ -32,6 +32,12 @@ log = logging.getLogger("tally.compute")
 
 LIVE, COLD, EVACUATION = "live-migration", "migration", "evacuation"
 ACTIONS = {LIVE: "os-migrateLive", COLD: "migrate", EVACUATION: "evacuate"}
+# kind -> (its instance action, the conductor's event, the destination compute's event)
+RECORDED = {
+    LIVE: (actions.LIVE_MIGRATION, "conductor_live_migrate_instance", "compute_live_migration"),
+    COLD: (actions.MIGRATE, "conductor_migrate_server", "compute_prep_resize"),
+    EVACUATION: (actions.EVACUATE, "conductor_rebuild_server", "compute_rebuild_instance"),
+}
 ABORTABLE = ("accepted", "queued", "preparing", "running")
 
 
@@ -85,61 +91,81 @@ def start(
     if kind != EVACUATION and (source is None or source["forced_down"]):
         raise BadRequest(f"Compute service of {server['host']} is unavailable at this time.")
     dest = _destination(lab, server, host)
-    held = lab.placement.held(server_uuid)
-    source_rp = source["provider_uuid"] if source else next(iter(held), None)
-    now = lab.now()
-    migration = store.create(
-        lab.engine,
-        {
-            "uuid": str(uuidlib.uuid4()),
-            "server_uuid": server_uuid,
-            "migration_type": kind,
-            "status": "accepted",
-            "source_compute": server["host"],
-            "source_provider": source_rp,
-            "dest_compute": dest["name"] if dest else None,
-            "dest_provider": dest["provider_uuid"] if dest else None,
-            "project_id": server["project_id"],
-            "user_id": server["user_id"],
-            "stuck": False,
-            "flavor_id": server["flavor"].get("internal_id"),
-            "next_step_at": None,
-            "created_at": now,
-            "updated_at": now,
-        },
-    )
-    plan = PLANS[kind]
-    server_store.update(lab.engine, server_uuid, now, task_state=plan.tasks["accepted"])
-    resources = servers.claims_of(server)
-    try:
-        if kind == EVACUATION:
-            rp = claim_destination(
-                lab, server, resources, keep=held, forced_host=dest, exclude=[source_rp]
+    name, conductor, on_destination = RECORDED[kind]
+    with actions.recorded(lab, who, name, [server_uuid]) as action:
+        held = lab.placement.held(server_uuid)
+        source_rp = source["provider_uuid"] if source else next(iter(held), None)
+        now = lab.now()
+        migration = store.create(
+            lab.engine,
+            {
+                "uuid": str(uuidlib.uuid4()),
+                "server_uuid": server_uuid,
+                "migration_type": kind,
+                "status": "accepted",
+                "source_compute": server["host"],
+                "source_provider": source_rp,
+                "dest_compute": dest["name"] if dest else None,
+                "dest_provider": dest["provider_uuid"] if dest else None,
+                "project_id": server["project_id"],
+                "user_id": server["user_id"],
+                "stuck": False,
+                "flavor_id": server["flavor"].get("internal_id"),
+                "next_step_at": None,
+                "created_at": now,
+                "updated_at": now,
+            },
+        )
+        plan = PLANS[kind]
+        server_store.update(lab.engine, server_uuid, now, task_state=plan.tasks["accepted"])
+        try:
+            with action.event(conductor, actions.CONDUCTOR):
+                rp = _claim(lab, kind, server, migration["uuid"], dest, held, source_rp)
+        except NoValidHost as exc:
+            log.warning("%s of %s failed: %s", ACTIONS[kind], server_uuid, exc.message)
+            server_store.update(lab.engine, server_uuid, lab.now(), task_state=None)
+            return store.advance(
+                lab.engine, migration["uuid"], "accepted", lab.now(), status="error"
             )
-        else:
-            lab.placement.move(server_uuid, migration["uuid"], "MIGRATION")
-            try:
-                rp = claim_destination(
-                    lab, server, resources, forced_host=dest, exclude=[source_rp]
-                )
-            except NoValidHost:
-                lab.placement.move(migration["uuid"], server_uuid, "INSTANCE")
-                raise
-    except NoValidHost as exc:
-        log.warning("%s of %s failed: %s", ACTIONS[kind], server_uuid, exc.message)
-        server_store.update(lab.engine, server_uuid, lab.now(), task_state=None)
-        return store.advance(lab.engine, migration["uuid"], "accepted", lab.now(), status="error")
-    dest = host_store.get(lab.engine, provider=rp)
-    return store.advance(
-        lab.engine,
-        migration["uuid"],
-        "accepted",
-        lab.now(),
-        status=plan.first,
-        dest_compute=dest["name"] if dest else None,
-        dest_provider=rp,
-        next_step_at=lab.next_step_at(),
-    )
+        dest = host_store.get(lab.engine, provider=rp)
+        action.add(on_destination, dest["name"] if dest else None)
+        return store.advance(
+            lab.engine,
+            migration["uuid"],
+            "accepted",
+            lab.now(),
+            status=plan.first,
+            dest_compute=dest["name"] if dest else None,
+            dest_provider=rp,
+            next_step_at=lab.next_step_at(),
+        )
+
+
+def _claim(
+    lab: Lab,
+    kind: str,
+    server: Mapping[str, Any],
+    migration: str,
+    dest: Mapping[str, Any] | None,
+    held: Mapping[str, Any],
+    source_rp: str | None,
+) -> str:
+    """The destination's claim for the instance (the provider claimed); a live or cold
+    migration first gives the source allocation to the `migration`, and back when no
+    destination fits (NoValidHost)."""
+    resources = servers.claims_of(server)
+    if kind == EVACUATION:
+        return claim_destination(
+            lab, server, resources, keep=held, forced_host=dest, exclude=[source_rp or ""]
+        )
+    lab.placement.move(server["uuid"], migration, "MIGRATION")
+    try:
+        return claim_destination(
+            lab, server, resources, forced_host=dest, exclude=[source_rp or ""]
+        )
+    except NoValidHost:
+        lab.placement.move(migration, server["uuid"], "INSTANCE")
+        raise
 
 
 def _destination(lab: Lab, server: Mapping[str, Any], host: str | None) -> dict | None:
@@ -236,18 +262,29 @@ def _finished_resize(lab: Lab, who: Identity, server_uuid: str, action: str) -> 
 
 def confirm_resize(lab: Lab, who: Identity, server_uuid: str) -> None:
     _, migration = _finished_resize(lab, who, server_uuid, "confirmResize")
-    lab.placement.release(migration["uuid"])
-    store.advance(lab.engine, migration["uuid"], "finished", lab.now(), status="confirmed")
-    server_store.update(lab.engine, server_uuid, lab.now(), vm_state="active")
+    with (
+        actions.recorded(lab, who, actions.CONFIRM_RESIZE, [server_uuid]) as action,
+        action.event("compute_confirm_resize", migration["source_compute"]),
+    ):
+        lab.placement.release(migration["uuid"])
+        store.advance(lab.engine, migration["uuid"], "finished", lab.now(), status="confirmed")
+        server_store.update(lab.engine, server_uuid, lab.now(), vm_state="active")
 
 
 def revert_resize(lab: Lab, who: Identity, server_uuid: str) -> None:
     _, migration = _finished_resize(lab, who, server_uuid, "revertResize")
-    lab.placement.move(migration["uuid"], server_uuid, "INSTANCE")
-    store.advance(lab.engine, migration["uuid"], "finished", lab.now(), status="reverted")
-    server_store.update(
-        lab.engine, server_uuid, lab.now(), vm_state="active", host=migration["source_compute"]
-    )
+    with actions.recorded(lab, who, actions.REVERT_RESIZE, [server_uuid]) as action:
+        with action.event("compute_revert_resize", migration["dest_compute"]):
+            lab.placement.move(migration["uuid"], server_uuid, "INSTANCE")
+            store.advance(lab.engine, migration["uuid"], "finished", lab.now(), status="reverted")
+        with action.event("compute_finish_revert_resize", migration["source_compute"]):
+            server_store.update(
+                lab.engine,
+                server_uuid,
+                lab.now(),
+                vm_state="active",
+                host=migration["source_compute"],
+            )
 
 
 def abort(lab: Lab, who: Identity, server_uuid: str, ref: str, queued: bool = True) -> None:
@@ -263,9 +300,13 @@ def abort(lab: Lab, who: Identity, server_uuid: str, ref: str, queued: bool = Tr
             f"{migration['status']}. Cannot abort live migration while the migration is in "
             "this state."
         )
-    lab.placement.move(migration["uuid"], server_uuid, "INSTANCE")
-    store.settle(lab.engine, migration, lab.now(), "cancelled", stuck=False)
-    server_store.update(lab.engine, server_uuid, lab.now(), task_state=None)
+    with (
+        actions.recorded(lab, who, actions.LIVE_MIGRATION_CANCEL, [server_uuid]) as action,
+        action.event("compute_live_migration_abort", migration["source_compute"]),
+    ):
+        lab.placement.move(migration["uuid"], server_uuid, "INSTANCE")
+        store.settle(lab.engine, migration, lab.now(), "cancelled", stuck=False)
+        server_store.update(lab.engine, server_uuid, lab.now(), task_state=None)
 
 
 def force_complete(lab: Lab, who: Identity, server_uuid: str, ref: str) -> None:
@@ -277,7 +318,11 @@ def force_complete(lab: Lab, who: Identity, server_uuid: str, ref: str) -> None:
             f"Migration {migration['id']} state of instance {server_uuid} is "
             f"{migration['status']}. Cannot force complete while the migration is in this state."
         )
-    step_one(lab, migration, to="completed")
+    with (
+        actions.recorded(lab, who, actions.LIVE_MIGRATION_FORCE_COMPLETE, [server_uuid]) as action,
+        action.event("compute_live_migration_force_complete", migration["source_compute"]),
+    ):
+        step_one(lab, migration, to="completed")
 
 
 def clean_evacuated(lab: Lab, host: Mapping[str, Any]) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import logging
 import re
@@ -11,6 +12,7 @@ from typing import Any
 
 from tally.compute.context import Identity, Lab
 from tally.compute.errors import BadRequest, Conflict, Forbidden, NotFound, NoValidHost
+from tally.compute.ops import actions
 from tally.compute.ops.scheduler import claim_new
 from tally.compute.states import POWER_NOSTATE, POWER_RUNNING, POWER_SHUTDOWN, status_of
 from tally.compute.store import flavors as flavor_store
@@ -21,9 +23,9 @@ from tally.nova.flavors import claimed_resources
 
 log = logging.getLogger("tally.compute")
 MAX_COUNT = 10000
-# The lab has no image service: a server booted with no imageRef, and not from a
-# volume, records this image, so that its image is never "" (what the compute API
-# shows only for a server booted from a volume).
+# A server booted with no imageRef, and not from a volume, records this image (the
+# lab image catalog's "cirros", tally.compute.images), so that its image is never ""
+# (what the compute API shows only for a server booted from a volume).
 LAB_IMAGE = "00000000-0000-4000-8000-00000000a1b0"
 
 
@@ -93,29 +95,32 @@ def create(lab: Lab, who: Identity, request: ServerRequest) -> list[dict[str, An
         }
         for i, u in enumerate(uuids)
     ]
-    try:
-        placed = claim_new(
-            lab,
-            uuids,
-            claims_of(rows[0]),
-            who.project_id,
-            who.user_id,
-            forced_host=forced,
-        )
-    except NoValidHost as exc:
-        fault = _fault(exc, now)
-        for row in rows:
-            row.update(vm_state="error", fault=fault)
-    else:
-        names = {h["provider_uuid"]: h["name"] for h in host_store.listing(lab.engine)}
-        for row in rows:
-            row.update(
-                host=names[placed[row["uuid"]]],
-                vm_state="active",
-                power_state=POWER_RUNNING,
-                launched_at=now,
-            )
-    store.create(lab.engine, rows)
+    with actions.recorded(lab, who, actions.CREATE, uuids) as action:
+        try:
+            with action.event("conductor_schedule_and_build_instances", actions.CONDUCTOR):
+                placed = claim_new(
+                    lab,
+                    uuids,
+                    claims_of(rows[0]),
+                    who.project_id,
+                    who.user_id,
+                    forced_host=forced,
+                )
+        except NoValidHost as exc:
+            fault = _fault(exc, now)
+            for row in rows:
+                row.update(vm_state="error", fault=fault)
+        else:
+            names = {h["provider_uuid"]: h["name"] for h in host_store.listing(lab.engine)}
+            for row in rows:
+                row.update(
+                    host=names[placed[row["uuid"]]],
+                    vm_state="active",
+                    power_state=POWER_RUNNING,
+                    launched_at=now,
+                )
+                action.add("compute__do_build_and_run_instance", row["host"], server=row["uuid"])
+        store.create(lab.engine, rows)
     return rows
 
 
@@ -200,15 +205,19 @@ def shelve(lab: Lab, who: Identity, uuid: str) -> None:
     """Shelve and offload at once (Nova's default `shelved_offload_time = 0`): the
     server leaves its host and releases its allocations until it is unshelved."""
     server = _idle(lab, who, uuid, "shelve", ("active", "stopped"))
-    lab.placement.release(uuid)
-    store.update(
-        lab.engine,
-        uuid,
-        lab.now(),
-        vm_state="shelved_offloaded",
-        host=None,
-        power_state=POWER_SHUTDOWN,
-    )
+    with (
+        actions.recorded(lab, who, actions.SHELVE, [uuid]) as action,
+        action.event("compute_shelve_instance", server["host"]),
+    ):
+        lab.placement.release(uuid)
+        store.update(
+            lab.engine,
+            uuid,
+            lab.now(),
+            vm_state="shelved_offloaded",
+            host=None,
+            power_state=POWER_SHUTDOWN,
+        )
     log.info("Shelved and offloaded server %s (%s) from %s", server["name"], uuid, server["host"])
 
 
@@ -216,21 +225,26 @@ def unshelve(lab: Lab, who: Identity, uuid: str) -> None:
     """Schedule and claim the shelved server again; where nothing fits it stays
     shelved (Nova records the fault and leaves it SHELVED_OFFLOADED)."""
     server = _idle(lab, who, uuid, "unshelve", ("shelved_offloaded",))
-    try:
-        placed = claim_new(lab, [uuid], claims_of(server), server["project_id"], server["user_id"])
-    except NoValidHost as exc:
-        store.update(lab.engine, uuid, lab.now(), fault=_fault(exc, lab.now()))
-        log.warning("Unshelving server %s failed: %s", uuid, exc.message)
-        return
-    host = host_store.get(lab.engine, provider=placed[uuid])
-    store.update(
-        lab.engine,
-        uuid,
-        lab.now(),
-        vm_state="active",
-        host=host["name"] if host else None,
-        power_state=POWER_RUNNING,
-    )
+    with actions.recorded(lab, who, actions.UNSHELVE, [uuid]) as action:
+        try:
+            with action.event("schedule_instances", actions.CONDUCTOR):
+                placed = claim_new(
+                    lab, [uuid], claims_of(server), server["project_id"], server["user_id"]
+                )
+        except NoValidHost as exc:
+            store.update(lab.engine, uuid, lab.now(), fault=_fault(exc, lab.now()))
+            log.warning("Unshelving server %s failed: %s", uuid, exc.message)
+            return
+        host = host_store.get(lab.engine, provider=placed[uuid])
+        store.update(
+            lab.engine,
+            uuid,
+            lab.now(),
+            vm_state="active",
+            host=host["name"] if host else None,
+            power_state=POWER_RUNNING,
+        )
+        action.add("compute_unshelve_instance", host["name"] if host else None)
 
 
 def _idle(lab: Lab, who: Identity, uuid: str, action: str, states: tuple[str, ...]) -> dict:
@@ -252,10 +266,14 @@ def delete(lab: Lab, who: Identity, uuid: str) -> None:
     mark it deleted. A server whose compute is down is deleted locally by the API,
     which releases its allocations too (Nova since Rocky)."""
     server = get(lab, who, uuid)
-    for migration in migration_store.in_progress(lab.engine, server=uuid):
-        lab.placement.release(migration["uuid"])
-        ended = "confirmed" if migration["status"] == "finished" else "error"
-        migration_store.settle(lab.engine, migration, lab.now(), ended)
-    lab.placement.release(uuid)
-    store.soft_delete(lab.engine, uuid, lab.now())
+    with actions.recorded(lab, who, actions.DELETE, [uuid]) as action:
+        on_host = server["host"]  # a server on no host: deleted by the API, no compute event
+        terminating = action.event("compute_terminate_instance", on_host) if on_host else None
+        with terminating or contextlib.nullcontext():
+            for migration in migration_store.in_progress(lab.engine, server=uuid):
+                lab.placement.release(migration["uuid"])
+                ended = "confirmed" if migration["status"] == "finished" else "error"
+                migration_store.settle(lab.engine, migration, lab.now(), ended)
+            lab.placement.release(uuid)
+            store.soft_delete(lab.engine, uuid, lab.now())
     log.info("Deleted server %s (%s) from host %s", server["name"], uuid, server["host"])
