@@ -2,7 +2,8 @@
 (`GET /tally/v1/allocation_candidates/why`) joined with what the doctor knows of
 those trees. Each hint is one action on one tree that, taken, removes one of the
 reasons that tree missed: holds the audit can free (orphans, stale migrations,
-leaked hosts), a device whose `reserved` is its `total` (a one-time device used
+leaked hosts) or its findings' fixes give back (a hold misplaced by a failed move:
+`tally heal`), a device whose `reserved` is its `total` (a one-time device used
 up), an allocation ratio, a compute service that is disabled, one missing trait
 or aggregate. A tree with several reasons needs a hint for each.
 """
@@ -51,6 +52,10 @@ def fit_hints(
     return found
 
 
+def _capacity(record: Mapping[str, Any]) -> int:
+    return int((record["total"] - record["reserved"]) * record["allocation_ratio"])
+
+
 class _Tree:
     """One tree's providers, inventories and usages, read when first asked."""
 
@@ -60,6 +65,7 @@ class _Tree:
         self.placement, self.compute, self.root, self.name = placement, compute, root, name
         self._providers: list[dict[str, Any]] | None = None
         self._freed: dict[str, dict[str, int]] | None = None
+        self._audit: audits.Audit | None = None
 
     def providers(self) -> list[dict[str, Any]]:
         if self._providers is None:
@@ -96,7 +102,7 @@ class _Tree:
         for p, record, used in stock:
             if not record["min_unit"] <= asked <= record["max_unit"]:
                 continue
-            capacity = int((record["total"] - record["reserved"]) * record["allocation_ratio"])
+            capacity = _capacity(record)
             freed = self.freed().get(p["uuid"], {}).get(rc, 0)
             if freed and used - freed + asked <= capacity:
                 return self._make(
@@ -105,6 +111,16 @@ class _Tree:
                     f"owns; then {capacity - used + freed} are free",
                     f"tally audit --provider {self.root} --delete --apply",
                 )
+        for p, record, used in stock:
+            for finding in self.findings():
+                held = finding.allocations.get(p["uuid"], {}).get(rc, 0)
+                if held and finding.fix and used - held + asked <= _capacity(record):
+                    return self._make(
+                        reason,
+                        f"{self._named(p)}: the audit finds {finding.kind} {finding.consumer_uuid} "
+                        f"holding {held} {rc} here ({finding.reason}); its fix",
+                        finding.fix,
+                    )
         for p, record, used in stock:
             total, reserved = record["total"], record["reserved"]
             if (
@@ -132,21 +148,29 @@ class _Tree:
                     )
         return None
 
+    def audit(self) -> audits.Audit | None:
+        """The audit of this tree (None without a compute API to audit against)."""
+        if self._audit is None and self.compute is not None:
+            try:
+                self._audit = audits.audit(self.placement, self.compute, provider=self.root)
+            except ClientError:
+                self.compute = None
+        return self._audit
+
+    def findings(self) -> tuple[audits.Finding, ...]:
+        report = self.audit()
+        return () if report is None else report.findings
+
     def freed(self) -> dict[str, dict[str, int]]:
-        """Per provider of the tree, what the audit would free (none without a
-        compute API to audit against)."""
+        """Per provider of the tree, what `tally audit --delete` would free."""
         if self._freed is None:
             self._freed = {}
-            if self.compute is not None:
-                try:
-                    report = audits.audit(self.placement, self.compute, provider=self.root)
-                except ClientError:
-                    return self._freed
-                for write in audits.remove(self.placement, report).writes:
-                    for rp, held in write.freed.items():
-                        mine = self._freed.setdefault(rp, {})
-                        for rc, n in held.items():
-                            mine[rc] = mine.get(rc, 0) + n
+            report = self.audit()
+            for write in () if report is None else audits.remove(self.placement, report).writes:
+                for rp, held in write.freed.items():
+                    mine = self._freed.setdefault(rp, {})
+                    for rc, n in held.items():
+                        mine[rc] = mine.get(rc, 0) + n
         return self._freed
 
     # -- traits, services, aggregates -----------------------------------------
