@@ -31,6 +31,7 @@ EXPECTED = {
     "tally audit --provider $RP --delete --apply": [4],
     "tally lab break delete-while-down": [0],
     "tally audit -c consumer -c kind -c history": [3],
+    "tally lab boot web-3 -c status -f value": [1],
 }
 
 

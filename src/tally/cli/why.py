@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import urllib.parse
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,7 +35,7 @@ from tally.doctor.fit_hints import Hint, fit_hints
 from tally.escapes import visible
 
 CONSTRAINTS = ("constraint", "rules_out")
-CLOSEST = ("root", "name", "reasons", "shortfall")
+CLOSEST = ("root", "name", "reasons", "distance")
 MOST = 100  # records of one request id (a caller retrying under one global id)
 
 
@@ -120,7 +121,7 @@ def explain(out: Output, record: Mapping[str, Any]) -> None:
         "global request": record.get("global_request_id"),
         "who": f"user {record.get('user_id') or '-'}, project {record.get('project_id') or '-'}",
         "microversion": record.get("microversion"),
-        "query": record.get("query"),
+        "query": urllib.parse.unquote(record.get("query") or ""),
         "reason": record.get("reason"),
     }
     for name, value in facts.items():
