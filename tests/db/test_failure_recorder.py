@@ -131,3 +131,35 @@ def test_a_failed_write_loses_its_batch_not_the_writer(sqlite_engine, monkeypatc
     recorder.note(note("req-2"))
     recorder.stop()
     assert kept(sqlite_engine) == ["req-2"] and recorder.dropped == 1
+
+
+def test_an_idle_writer_prunes_once_more_and_ends(sqlite_engine, monkeypatch):
+    """No thread outlives the notes by more than a pruning period (each process's
+    writer would otherwise prune an idle table forever); the next note starts one."""
+    pruned = threading.Event()
+    real = failure_records.prune
+
+    def prune(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        found = real(*args, **kwargs)
+        pruned.set()
+        return found
+
+    monkeypatch.setattr(failure_records, "prune", prune)
+    recorder = Recorder(sqlite_engine, prune_every=0.05)
+    recorder.note(note("req-1"))
+    assert pruned.wait(30)
+    thread = recorder._thread
+    if thread is not None:  # (it may have ended already)
+        thread.join(30)
+    assert not recorder.running and kept(sqlite_engine) == ["req-1"]
+    recorder.note(note("req-2"))
+    recorder.stop()
+    assert kept(sqlite_engine) == ["req-1", "req-2"]
+
+
+def test_a_disposed_engine_stops_its_writer(sqlite_engine):
+    recorder = Recorder(sqlite_engine, prune_every=3600)
+    recorder.note(note("req-1"))
+    assert recorder.running
+    sqlite_engine.dispose()
+    assert not recorder.running and kept(sqlite_engine) == ["req-1"]

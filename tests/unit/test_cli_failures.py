@@ -32,7 +32,7 @@ VERDICT = {
         {"constraint": "VCPU capacity", "rules_out": 7, "detail": "64 asked"},
         {"constraint": "member_of", "rules_out": 0},
     ],
-    "closest": [{"root": ROOT, "name": "compute-1", "reasons": ["VCPU 48 free"], "shortfall": 16}],
+    "closest": [{"root": ROOT, "name": "compute-1", "reasons": ["VCPU 48 free"], "distance": 1.16}],
 }
 
 Run = Callable[..., Result]
@@ -106,7 +106,7 @@ def test_why_prints_the_record_and_its_verdict(tally):
     order = [out.index(c) for c in ("VCPU capacity", "trait HW_CPU_X86_AVX2", "member_of")]
     assert order == sorted(order)  # the constraint ruling out most trees first
     assert "closest trees:" in out and ROOT in out and "VCPU 48 free" in out
-    assert "16" in out.split("closest trees:")[1]
+    assert "1.16" in out.split("closest trees:")[1]
 
 
 def test_why_by_request_id_without_a_verdict(tally):

@@ -8,8 +8,9 @@ bounded queue and returns; one writer thread of the process writes the queue in
 batches, each one short write transaction (`tally.db.transaction`), and prunes
 between batches. A full queue drops the note (counted, logged once a minute): a
 record of a failure is worth less than the next request's time. The writer is a
-background job of `tally.db.forks`: stopped (its queue written first) before a fork
-and when a serving process ends, and started again by the next note.
+background job of `tally.db.forks`: stopped (its queue written first) before a fork,
+when a serving process ends and when its engine is disposed, and started again by
+the next note; idle for a pruning period, it prunes once more and ends.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from urllib.parse import parse_qsl
 
 import orjson
 import sqlalchemy as sa
+from sqlalchemy import event
 
 from tally import counts
 from tally.config import Settings
@@ -99,6 +101,8 @@ class Recorder:
         self._prune_due = 0.0
         self._more = False  # the last pruning pass left more to delete
         forks.background(self)
+        # (a disposed engine's writer ends: tests drop their databases after)
+        event.listen(engine, "engine_disposed", lambda _engine: self.stop())
 
     @classmethod
     def from_settings(cls, engine: sa.Engine, settings: Settings) -> Recorder | None:
@@ -171,6 +175,8 @@ class Recorder:
                 first = notes.get(timeout=self._until_prune())
             except queue.Empty:
                 self._prune_pass()
+                if not self._more and self._retire(notes):
+                    return  # idle, and pruned since its last note: the next note starts one
                 continue
             batch: list[FailureNote] = []
             item: FailureNote | None = first
@@ -188,6 +194,15 @@ class Recorder:
             self._write(batch)
             if time.monotonic() >= self._prune_due and not stopping:
                 self._prune_pass()
+
+    def _retire(self, notes: queue.Queue[FailureNote | None]) -> bool:
+        """Whether this idle writer may end: no note waits, and it is still the
+        recorder's writer (checked under the lock `note` starts writers under)."""
+        with self._lock:
+            if notes is self._queue and notes.empty():
+                self._thread = None
+                return True
+        return False
 
     def _until_prune(self) -> float:
         """How long an idle writer waits for a note: a pause when a pruning pass
