@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """What explaining an empty answer costs: the perf workload's query shapes made
-empty, asked of GET /allocation_candidates and of GET
-/tally/v1/allocation_candidates/why, in-process.
+empty, asked of GET /allocation_candidates with failed searches kept and not, and
+of GET /tally/v1/allocation_candidates/why, in-process.
 
 Builds the deployment of ../shared/tools/perf/loadgen.py as bench/candidates.py
 does, then for each of loadgen's query shapes asks it with every amount
 multiplied by 1,000 (no tree has room: an empty answer, as a boot that finds no
-host) K times, and the verdict of the same query K times, printing the p50 of
-each (the verdict's time is what a failure's record adds to the request: it is
-computed from the state that search read, the row written off the request's
-path) and the verdict's dominant constraint.
+host) K times through an app that keeps failed searches and K times through one
+that does not (the difference is what the record adds to the request: its
+verdict, worked out from the state that search read; the row is written off the
+request's path), and the verdict alone (`/why`, which searches first), printing
+the p50 of each and the verdict's dominant constraint.
 
   .venv/bin/python bench/why.py --n 10000 -k 5
 """
@@ -29,6 +30,7 @@ from candidates import PERF, deployment, import_loadgen, percentile  # noqa: E40
 
 from tally.config import Settings  # noqa: E402
 from tally.placement.app import create_app  # noqa: E402
+from tally.placement.context import new_index  # noqa: E402
 
 
 def emptied(path: str) -> str:
@@ -71,28 +73,33 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     engine, topo = found
     settings = dict(s.split("=", 1) for s in a.setting)
-    app = create_app(Settings.of(**settings), engine)
-    client = falcon.testing.TestClient(
-        app, headers={"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
-    )
+    headers = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
+    index = new_index(Settings.of(**settings))  # one index, two apps
+    app = create_app(Settings.of(**settings), engine, index)
+    client = falcon.testing.TestClient(app, headers=headers)
     client.simulate_get("/allocation_candidates?resources=VCPU:1&limit=1")  # loads the index
+    quiet = create_app(Settings.of(**settings, failures=False), engine, index)
+    plain = falcon.testing.TestClient(quiet, headers=headers)
     gen = loadgen.LoadGen.__new__(loadgen.LoadGen)
     gen.topo, gen.mv = topo, (1, 39)
     gen.a = argparse.Namespace(queries="")
     gen.out = {"warnings": []}
     print(f"# N={a.n}: {len(topo.providers)} providers, db {engine.dialect.name}")
-    print(f"{'shape':26} {'empty ms':>9} {'verdict ms':>10}  dominant constraint")
+    print(f"{'shape':26} {'empty ms':>9} {'kept ms':>8} {'more ms':>8} {'why ms':>7}  dominant")
     extra = []
     for name, path in gen.query_shapes():
         path = emptied(path)
-        empty_ms, doc = timed(client, path, a.reps)
+        empty_ms, doc = timed(plain, path, a.reps)
         assert not doc["allocation_requests"], (name, path)
+        kept_ms, _ = timed(client, path, a.reps)
         query = path.split("?", 1)[1]
         why_ms, verdict = timed(client, "/tally/v1/allocation_candidates/why?" + query, a.reps)
-        extra.append(why_ms)
-        print(f"{name:26} {empty_ms:9.1f} {why_ms:10.1f}  {verdict['dominant']}")
+        extra.append(kept_ms - empty_ms)
+        more = kept_ms - empty_ms
+        line = f"{name:26} {empty_ms:9.1f} {kept_ms:8.1f} {more:8.1f} {why_ms:7.1f}"
+        print(f"{line}  {verdict['dominant']}")
     print(
-        f"# the verdict over the shapes: p50 {percentile(extra, 50):.1f} ms, "
+        f"# what keeping the failure adds, over the shapes: p50 {percentile(extra, 50):.1f} ms, "
         f"most {max(extra):.1f} ms"
     )
     return 0

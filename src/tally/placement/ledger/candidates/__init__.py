@@ -137,7 +137,7 @@ def answer_and_verdict(
     options = options or Options()
     with _source(engine, index) as source:
         answer = answer_over(source, request, options)
-        found = None if answer.requests else _verdict_or_none(source, request, options)
+        found = None if answer.requests else _verdict_or_none(source, request, options, True)
     return answer, None if found is None else _shown(engine, *found)
 
 
@@ -155,10 +155,10 @@ def verdict_or_none(
 
 
 def _verdict_or_none(
-    source: Source, request: CandidateRequest, options: Options
+    source: Source, request: CandidateRequest, options: Options, found_none: bool = False
 ) -> tuple[why_module.Verdict, dict[int, str]] | None:
     try:
-        return _verdict(source, request, options)
+        return _verdict(source, request, options, found_none)
     except (SearchTooLong, AnswerTooLarge) as exc:
         LOG.warning("no verdict for an empty answer: %s", exc)
     except Exception:
@@ -167,10 +167,10 @@ def _verdict_or_none(
 
 
 def _verdict(
-    source: Source, request: CandidateRequest, options: Options
+    source: Source, request: CandidateRequest, options: Options, found_none: bool = False
 ) -> tuple[why_module.Verdict, dict[int, str]]:
     """The verdict, with the uuids of the trees it names (read while `source` is held)."""
-    verdict = why_module.explain(source, request, options)
+    verdict = why_module.explain(source, request, options, found_none)
     roots = [miss.root for miss in verdict.closest]
     source.load_providers(roots)
     return verdict, {rp: source.rows[rp][0] for rp in roots}

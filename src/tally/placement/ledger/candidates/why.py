@@ -111,12 +111,15 @@ class Verdict:
         }
 
 
-def explain(source: Source, request: CandidateRequest, options: Options) -> Verdict:
+def explain(
+    source: Source, request: CandidateRequest, options: Options, found_none: bool = False
+) -> Verdict:
     """The verdict of `request` on `source` (400 as the search for an unknown class
-    or trait: it runs first)."""
+    or trait: it runs first). `found_none`: the search of this request just found
+    nothing on this same `source` (no tree fits: it is not run again)."""
     whole = dataclasses.replace(request, limit=None)
     options = dataclasses.replace(options, max_candidates=-1, randomize=False)
-    count, fits = _anchors(source, whole, options)
+    count, fits = (0, set()) if found_none else _anchors(source, whole, options)
     judge = _Judge(source, whole)
     constraints = judge.one_by_one()
     constraints += judge.together(fits, constraints, lambda r: _anchors(source, r, options)[1])
