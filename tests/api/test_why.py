@@ -368,3 +368,16 @@ def test_a_thousand_empty_answers_explained_exactly(sqlite_engine, make_client):
         empty_database(sqlite_engine)  # the next cloud on an empty database
     print(f"{queries} queries, {empty} empty answers explained")
     assert empty >= 1000, (queries, empty)
+
+
+def test_a_verdict_is_worked_out_again_once_anything_changed(api):
+    """(The index keeps a request shape's verdict until its next catch-up.)"""
+    client = api("1.39")
+    cloud = Cloud(client)
+    cloud.provider("cn1", inventory={"VCPU": 4})
+    first = why(client, "resources=VCPU:8")
+    assert (first["fits"], first["constraints"][0]["rules_out"]) == (0, 1)
+    assert why(client, "resources=VCPU:8") == first
+    cloud.provider("cn2", inventory={"VCPU": 16})
+    again = why(client, "resources=VCPU:8")
+    assert (again["trees"], again["fits"], again["candidates"]) == (2, 1, 1)

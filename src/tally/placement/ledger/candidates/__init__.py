@@ -47,6 +47,7 @@ from tally.placement.ledger.candidates import kept_answers as answers
 from tally.placement.ledger.candidates import render, search, summaries
 from tally.placement.ledger.candidates import view as views
 from tally.placement.ledger.candidates import why as why_module
+from tally.placement.ledger.candidates.answer_cache import VERDICTS_KEPT
 from tally.placement.ledger.candidates.budget import AnswerTooLarge, SearchTooLong
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.candidates.options import Options
@@ -169,11 +170,21 @@ def _verdict_or_none(
 def _verdict(
     source: Source, request: CandidateRequest, options: Options, found_none: bool = False
 ) -> tuple[why_module.Verdict, dict[int, str]]:
-    """The verdict, with the uuids of the trees it names (read while `source` is held)."""
+    """The verdict, with the uuids of the trees it names (read while `source` is held);
+    kept by the source until anything changes, when it keeps answers."""
+    kept = source.kept()
+    key = (answers.signature(request), request.nested_aware, found_none)
+    if kept is not None and key in kept.verdicts:
+        return kept.verdicts[key]
     verdict = why_module.explain(source, request, options, found_none)
     roots = [miss.root for miss in verdict.closest]
     source.load_providers(roots)
-    return verdict, {rp: source.rows[rp][0] for rp in roots}
+    found = verdict, {rp: source.rows[rp][0] for rp in roots}
+    if kept is not None:
+        if len(kept.verdicts) >= VERDICTS_KEPT:
+            kept.verdicts.clear()
+        kept.verdicts[key] = found
+    return found
 
 
 def _shown(engine: sa.Engine, verdict: why_module.Verdict, uuids: dict[int, str]) -> dict:

@@ -22,6 +22,7 @@ ASKS_REMEMBERED = 256  # shapes whose asks are counted, to keep a `limit`ed one 
 STALE_SHARE = 8  # search in bulk again once more than 1/8 of the trees are stale
 STALE_MIN = 256  # (and more than this many)
 REQUEST_TEXTS_KEPT = 50_000  # allocation requests kept as JSON (about 20 MiB)
+VERDICTS_KEPT = 64  # verdicts of request shapes that found nothing
 LISTING_PARTS_KEPT = 200_000  # providers of listings kept as JSON, over all shapes
 LISTING_SHAPES_KEPT = 8  # listing shapes (microversions' links, base URLs)
 
@@ -145,6 +146,9 @@ class KeptAnswers:
         # group suffixes -> candidate -> its allocation request as JSON (render.py)
         self._request_texts: dict[tuple[str, ...], dict[tuple, str]] = {}
         self.listings = ListingParts()  # GET /resource_providers (provider_listing.py)
+        # why a request shape finds nothing, until anything changes: a storm of boots
+        # that fail alike works it out once (`candidates.answer_and_verdict`)
+        self.verdicts: dict[tuple, Any] = {}
 
     def keeps_answers(self) -> bool:
         """Whether some answer is kept (else no tree needs marking stale)."""
@@ -152,6 +156,7 @@ class KeptAnswers:
 
     def changed(self, change: Changed) -> None:
         """Forget what `change` made stale."""
+        self.verdicts.clear()
         self.listings.changed(None if change.reloaded else change.providers)
         if change.everything or change.reloaded:
             self._summaries.clear()
