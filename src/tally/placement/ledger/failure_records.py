@@ -30,7 +30,7 @@ from sqlalchemy import event
 
 from tally import counts
 from tally.config import Settings
-from tally.db import forks
+from tally.db import forks, retention
 from tally.db import schema as t
 from tally.db.retry import retrying
 from tally.db.transaction import insert_at_commit, transaction
@@ -40,7 +40,7 @@ log = logging.getLogger("tally.placement.failures")
 __all__ = ["FailureFilter", "FailureNote", "Record", "Recorder", "entries", "mentions", "prune"]
 
 MAX_LIMIT = 1000
-BATCH = 500  # rows a pruning transaction deletes at most
+BATCH = retention.BATCH
 WRITE_BATCH = 100  # notes one write transaction inserts at most
 DROP_LOG_SECONDS = 60.0  # a full queue is logged at most this often
 PRUNE_PAUSE = 0.02  # between two pruning batches when no note waits
@@ -349,7 +349,6 @@ def _record(row: sa.Row) -> Record:
 # ---------------------------------------------------------------- retention
 
 
-@retrying
 def prune(
     engine: sa.Engine,
     keep_days: int,
@@ -357,27 +356,5 @@ def prune(
     batch: int = BATCH,
     now: dt.datetime | None = None,
 ) -> int:
-    """Delete at most `batch` records past retention (older than `keep_days`, or
-    beyond the newest `keep_rows`; 0: no limit of that kind), oldest first, in one
-    short write transaction; the number deleted."""
-    f = t.failures
-    past: list[sa.ColumnElement[bool]] = []
-    if keep_days > 0:
-        now = now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
-        past.append(f.c.created_at < now - dt.timedelta(days=keep_days))
-    with transaction(engine) as conn:
-        if keep_rows > 0:
-            newest = conn.execute(sa.select(sa.func.max(f.c.id))).scalar()
-            if newest is not None and newest > keep_rows:
-                past.append(f.c.id <= newest - keep_rows)  # ids grow with every record
-        if not past:
-            return 0
-        ids = list(
-            conn.execute(
-                sa.select(f.c.id).where(sa.or_(*past)).order_by(f.c.id).limit(batch)
-            ).scalars()
-        )
-    if not ids:
-        return 0
-    with transaction(engine, write=True) as conn:
-        return conn.execute(f.delete().where(f.c.id.in_(ids))).rowcount
+    """One batch of pruning (`retention.prune_oldest`); the number deleted."""
+    return retention.prune_oldest(engine, t.failures, keep_days, keep_rows, batch, now)

@@ -38,9 +38,9 @@ import orjson
 import sqlalchemy as sa
 
 from tally.db import history_writer as recorder
+from tally.db import retention
 from tally.db import schema as t
 from tally.db.history_writer import CALLER, Caller, recording
-from tally.db.retry import retrying
 from tally.db.transaction import transaction
 from tally.placement.ledger import provider_bumps
 
@@ -51,7 +51,7 @@ __all__ = ["ACTIONS", "CALLER", "Caller", "Entry", "Filter", "Pruner", "entries"
 ACTIONS = recorder.ACTIONS
 
 MAX_LIMIT = 1000
-BATCH = 500  # rows a pruning transaction deletes at most
+BATCH = retention.BATCH
 
 
 # ---------------------------------------------------------------- what writes record
@@ -435,7 +435,6 @@ def _entry(row: sa.Row) -> Entry:
 # ---------------------------------------------------------------- retention
 
 
-@retrying
 def prune(
     engine: sa.Engine,
     keep_days: int,
@@ -443,30 +442,8 @@ def prune(
     batch: int = BATCH,
     now: dt.datetime | None = None,
 ) -> int:
-    """Delete at most `batch` rows past retention (older than `keep_days`, or
-    beyond the newest `keep_rows`; 0: no limit of that kind), oldest first, in one
-    short write transaction of its own; the number deleted."""
-    h = t.history
-    past: list[sa.ColumnElement[bool]] = []
-    if keep_days > 0:
-        now = now or dt.datetime.now(dt.UTC).replace(tzinfo=None)
-        past.append(h.c.created_at < now - dt.timedelta(days=keep_days))
-    with transaction(engine) as conn:
-        if keep_rows > 0:
-            newest = conn.execute(sa.select(sa.func.max(h.c.id))).scalar()
-            if newest is not None and newest > keep_rows:
-                past.append(h.c.id <= newest - keep_rows)  # ids grow with every row
-        if not past:
-            return 0
-        ids = list(
-            conn.execute(
-                sa.select(h.c.id).where(sa.or_(*past)).order_by(h.c.id).limit(batch)
-            ).scalars()
-        )
-    if not ids:
-        return 0
-    with transaction(engine, write=True) as conn:
-        return conn.execute(h.delete().where(h.c.id.in_(ids))).rowcount
+    """One batch of pruning (`retention.prune_oldest`); the number deleted."""
+    return retention.prune_oldest(engine, t.history, keep_days, keep_rows, batch, now)
 
 
 class Pruner:
