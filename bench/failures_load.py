@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import os
 import random
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -31,30 +29,9 @@ from pathlib import Path
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from served import free_port  # noqa: E402
+from served import tally_serve  # noqa: E402
 
 HEADERS = {"x-auth-token": "admin", "openstack-api-version": "placement 1.39"}
-
-
-def serve(url: str, workers: int) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    env = dict(os.environ, TALLY_DATABASE_URL=url, TALLY_AUTH_STRATEGY="noauth", TALLY_LAB="off")
-    tally = Path(sys.executable).with_name("tally")
-    proc = subprocess.Popen(
-        [str(tally), "serve", "--port", str(port), "--workers", str(workers)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    for _ in range(600):
-        try:
-            if httpx.get(f"{base}/", trust_env=False).status_code == 200:
-                return proc, base
-        except httpx.TransportError:
-            time.sleep(0.05)
-    raise SystemExit(f"tally serve did not answer on {base}")
 
 
 def cloud(client: httpx.Client, hosts: int) -> list[str]:
@@ -79,7 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=39)
     a = ap.parse_args(argv)
 
-    servers = [serve(a.database_url, a.workers) for _ in range(2)]
+    servers = [
+        tally_serve(database_url=a.database_url, workers=a.workers, lab="off") for _ in range(2)
+    ]
     clients = [httpx.Client(base_url=url, headers=HEADERS, timeout=30) for _, url in servers]
     rng = random.Random(a.seed)
     try:

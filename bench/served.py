@@ -37,16 +37,23 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def tally_serve(workdir: str, **settings: str) -> tuple[subprocess.Popen, str]:
-    """`tally serve` of one worker (noauth, SQLite in `workdir`, `settings` as
-    TALLY_<NAME>) on a free port: the process, once it answers, and its URL."""
+def tally_serve(
+    workdir: str | None = None,
+    *,
+    database_url: str | None = None,
+    workers: int = 1,
+    **settings: str,
+) -> tuple[subprocess.Popen, str]:
+    """`tally serve` of `workers` (noauth, SQLite in `workdir` or `database_url`,
+    `settings` as TALLY_<NAME>) on a free port: the process, once it answers, and
+    its URL."""
     port = free_port()
-    env = dict(os.environ, TALLY_DATABASE_URL=f"sqlite:///{workdir}/tally.db")
+    env = dict(os.environ, TALLY_DATABASE_URL=database_url or f"sqlite:///{workdir}/tally.db")
     env["TALLY_AUTH_STRATEGY"] = "noauth"
     env |= {f"TALLY_{name.upper()}": value for name, value in settings.items()}
     tally = Path(sys.executable).with_name("tally")
     proc = subprocess.Popen(
-        [str(tally), "serve", "--port", str(port), "--workers", "1"],
+        [str(tally), "serve", "--port", str(port), "--workers", str(workers)],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
