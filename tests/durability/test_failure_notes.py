@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,30 +19,12 @@ import sqlalchemy as sa
 from tally.db import schema as t
 from tally.db.engine import make_engine
 from tally.db.transaction import transaction
-from tests.conftest import server_database_url
 from tests.live import free_port, server_process, wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 NOTED = 300  # notes taken (in all workers) before the signal
 
 pytestmark = [pytest.mark.durability, pytest.mark.slow]
-
-
-@pytest.fixture(params=[1, 4], ids=lambda n: f"{n}-workers")
-def workers(request: pytest.FixtureRequest) -> int:
-    return request.param
-
-
-@pytest.fixture
-def database_url(backend: str, tmp_path: Path) -> Iterator[str]:
-    if backend == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tally.sqlite'}"
-        return
-    url, drop = server_database_url(backend)
-    try:
-        yield url
-    finally:
-        drop()
 
 
 def queued(path: Path) -> set[str]:

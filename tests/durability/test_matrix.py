@@ -13,14 +13,13 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
 from tally.db.engine import make_engine
-from tests.conftest import server_database_url
 from tests.durability.ledger_load import FAILURES, Books, LedgerLoad, make_hosts, problems
 from tests.live import tally_process
 
@@ -32,24 +31,6 @@ TIMERS = {  # every background job of ours runs during the load
 }
 
 pytestmark = [pytest.mark.durability, pytest.mark.slow]
-
-
-@pytest.fixture(params=[1, 4], ids=lambda n: f"{n}-workers")
-def workers(request: pytest.FixtureRequest) -> int:
-    return request.param
-
-
-@pytest.fixture
-def database_url(backend: str, tmp_path: Path) -> Iterator[str]:
-    """A new, empty database of `backend`, dropped after."""
-    if backend == "sqlite":
-        yield f"sqlite:///{tmp_path / 'tally.sqlite'}"
-        return
-    url, drop = server_database_url(backend)
-    try:
-        yield url
-    finally:
-        drop()
 
 
 def signal_after(proc: subprocess.Popen, signum: int, seconds: float) -> Callable[[], bool]:
