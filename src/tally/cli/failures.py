@@ -9,39 +9,19 @@ from typing import Any
 import click
 
 from tally.cli.context import Context, Output, output_options, pass_context
-from tally.cli.scripting import Duration
-from tally.clients.errors import PlacementError
+from tally.cli.scripting import Duration, ago, pages
 from tally.clients.placement import PlacementClient
 
 COLUMNS = ("created_at", "request_id", "global_request_id", "project_id", "reason", "query")
-PAGE = 1000  # the most the API gives at once
 
 
 def fetch(client: PlacementClient, params: dict[str, Any], limit: int) -> list[dict[str, Any]]:
-    """At most `limit` records matching `params`, newest first, page after page; a
-    one-line error against a Placement without them."""
-    found: list[dict[str, Any]] = []
-    marker = None
-    while len(found) < limit:
-        wanted = {**params, "limit": min(limit - len(found), PAGE), "marker": marker}
-        try:
-            page = client.failures(wanted)
-        except PlacementError as exc:
-            if exc.status != 404:
-                raise
-            raise click.ClickException(
-                "this Placement keeps no failed searches (GET /tally/v1/failures answered "
-                "404): it is Tally's own API"
-            ) from exc
-        found += page["failures"]
-        marker = page.get("next_marker")
-        if not marker:
-            break
-    return found
-
-
-def stamp(when: dt.datetime) -> str:
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    """At most `limit` records matching `params`, newest first."""
+    missing = (
+        "this Placement keeps no failed searches (GET /tally/v1/failures answered 404): "
+        "it is Tally's own API"
+    )
+    return pages(client.failures, "failures", params, limit, missing)
 
 
 @click.command("failures")
@@ -73,11 +53,10 @@ def failures(
     was found"), newest first, with the request and the caller's global request id,
     the project, the dominant reason and the query. `tally why REQUEST-ID` explains
     one. Tally's own API (admin only): upstream Placement has none."""
-    now = dt.datetime.now(dt.UTC)
     params = {
         "request_id": request_id,
-        "since": stamp(now - since) if since is not None else None,
-        "until": stamp(now - until) if until is not None else None,
+        "since": ago(since),
+        "until": ago(until),
         "resource_class": resource_class,
         "trait": trait,
     }

@@ -8,8 +8,7 @@ import datetime as dt
 import click
 
 from tally.cli.context import PROVIDER, Context, Output, ProviderRef, output_options, pass_context
-from tally.cli.scripting import Duration
-from tally.clients.errors import PlacementError
+from tally.cli.scripting import Duration, ago, pages
 
 COLUMNS = (
     "time",
@@ -28,7 +27,6 @@ COLUMNS = (
     "project_id",
     "detail",
 )
-PAGE = 1000  # the most the API gives at once
 
 
 @click.command("history")
@@ -67,32 +65,10 @@ def history(
     """
     if consumer is not None and not ProviderRef.UUID.match(consumer):
         raise click.BadParameter(f"{consumer!r} is not a uuid", param_hint="CONSUMER")
-    now = dt.datetime.now(dt.UTC)
-    params = {
-        "consumer": consumer,
-        "provider": provider,
-        "since": _stamp(now - since) if since is not None else None,
-        "until": _stamp(now - until) if until is not None else None,
-    }
-    rows: list[dict] = []
-    marker = None
-    while len(rows) < limit:
-        wanted = {**params, "limit": min(limit - len(rows), PAGE), "marker": marker}
-        try:
-            page = ctx.client.history(wanted)
-        except PlacementError as exc:
-            if exc.status != 404:
-                raise
-            raise click.ClickException(
-                "this Placement has no claim history (GET /tally/v1/history answered "
-                "404): it is Tally's own API"
-            ) from exc
-        rows += page["history"]
-        marker = page.get("next_marker")
-        if not marker:
-            break
+    params = {"consumer": consumer, "provider": provider, "since": ago(since), "until": ago(until)}
+    missing = (
+        "this Placement has no claim history (GET /tally/v1/history answered 404): "
+        "it is Tally's own API"
+    )
+    rows = pages(ctx.client.history, "history", params, limit, missing)
     out.rows(COLUMNS, rows)
-
-
-def _stamp(when: dt.datetime) -> str:
-    return when.astimezone(dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")

@@ -5,9 +5,14 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from collections.abc import Callable
 from typing import Any
 
 import click
+
+from tally.clients.errors import PlacementError
+
+PAGE = 1000  # the most Tally's own listings give at once
 
 
 class Duration(click.ParamType):
@@ -46,3 +51,36 @@ def notes(*clients: Any) -> None:
     for client in clients:
         for note in getattr(client, "notes", []):
             summary(f"Note: {note}")
+
+
+def ago(delta: dt.timedelta | None) -> str | None:
+    """The moment `delta` ago as Tally's own APIs take a time (UTC, ISO 8601)."""
+    if delta is None:
+        return None
+    return (dt.datetime.now(dt.UTC) - delta).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def pages(
+    ask: Callable[[dict[str, Any]], dict[str, Any]],
+    key: str,
+    params: dict[str, Any],
+    limit: int,
+    missing: str,
+) -> list[dict[str, Any]]:
+    """At most `limit` rows of one of Tally's own listings (`limit`, `marker`,
+    `next_marker`), newest first, page after page; `missing`, one line, when the
+    Placement asked has no such API (404: it is Tally's own)."""
+    found: list[dict[str, Any]] = []
+    marker = None
+    while len(found) < limit:
+        try:
+            page = ask({**params, "limit": min(limit - len(found), PAGE), "marker": marker})
+        except PlacementError as exc:
+            if exc.status != 404:
+                raise
+            raise click.ClickException(missing) from exc
+        found += page[key]
+        marker = page.get("next_marker")
+        if not marker:
+            break
+    return found
