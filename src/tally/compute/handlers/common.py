@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import urllib.parse
 from typing import Any
 
 import falcon
@@ -69,3 +70,26 @@ def moment(req: falcon.Request, name: str) -> dt.datetime | None:
 def server_root(req: falcon.Request) -> str:
     """The address of the whole Tally server (the compute API is under /compute)."""
     return f"{req.forwarded_scheme}://{req.forwarded_host}"
+
+
+MAX_LIMIT = 1000  # Nova's [api] max_limit
+
+
+def page(
+    req: falcon.Request, found: list[dict], key: str, href: str, *, linked_unasked: bool = True
+) -> tuple[list[dict], list[dict] | None]:
+    """limit/marker paging as Nova's: the rows after the one whose `key` is `marker`
+    (400 for none), at most `limit`, and a `next` link to `href` when the page is
+    full (`linked_unasked=False`: only when a limit was asked, as instance actions)."""
+    marker, asked = req.get_param("marker"), integer(req, "limit")
+    if marker:
+        ids = [row[key] for row in found]
+        if marker not in ids:
+            raise BadRequest(f"Marker {marker} could not be found.")
+        found = found[ids.index(marker) + 1 :]
+    limit = min(MAX_LIMIT if asked is None else asked, MAX_LIMIT)
+    rows = found[:limit]
+    if not limit or len(rows) != limit or (asked is None and not linked_unasked):
+        return rows, None
+    query = urllib.parse.urlencode(dict(req.params, marker=rows[-1][key]))
+    return rows, [{"rel": "next", "href": f"{href}?{query}"}]

@@ -5,16 +5,11 @@ actions stay readable from 2.21, as in Nova."""
 
 from __future__ import annotations
 
-import urllib.parse
-
 import falcon
 
 from tally.compute import views
-from tally.compute.errors import BadRequest
-from tally.compute.handlers.common import Resource, integer, moment
+from tally.compute.handlers.common import Resource, moment, page
 from tally.compute.ops import actions as ops
-
-MAX_LIMIT = 1000  # Nova's [api] max_limit
 
 
 def _server(resource: Resource, req: falcon.Request, server_id: str) -> dict:
@@ -23,21 +18,10 @@ def _server(resource: Resource, req: falcon.Request, server_id: str) -> dict:
 
 
 def _page(req: falcon.Request, found: list[dict]) -> tuple[list[dict], list[dict] | None]:
-    """limit/marker paging (2.58; the marker is a request id): the page, and the link
-    to the next when the page is full."""
-    marker, asked = req.get_param("marker"), integer(req, "limit")
-    if marker:
-        ids = [a["request_id"] for a in found]
-        if marker not in ids:
-            raise BadRequest(f"Marker {marker} could not be found.")
-        found = found[ids.index(marker) + 1 :]
-    limit = min(MAX_LIMIT if asked is None else asked, MAX_LIMIT)
-    page = found[:limit]
-    if not limit or len(page) != limit or asked is None:
-        return page, None
-    query = urllib.parse.urlencode(dict(req.params, marker=page[-1]["request_id"]))
-    href = f"{views.base(req)}/v2.1/servers/{page[0]['server_uuid']}/os-instance-actions"
-    return page, [{"rel": "next", "href": f"{href}?{query}"}]
+    """limit/marker paging (2.58; the marker is a request id)."""
+    server = found[0]["server_uuid"] if found else ""  # (no rows: no link either)
+    href = f"{views.base(req)}/v2.1/servers/{server}/os-instance-actions"
+    return page(req, found, "request_id", href, linked_unasked=False)
 
 
 class InstanceActions(Resource):

@@ -3,20 +3,18 @@
 
 from __future__ import annotations
 
-import urllib.parse
 from typing import Any
 
 import falcon
 
 from tally.compute import views
 from tally.compute.errors import BadRequest, Forbidden, NotFound
-from tally.compute.handlers.common import Resource, body, integer, moment
+from tally.compute.handlers.common import Resource, body, moment, page
 from tally.compute.microversion import MAX_VERSION, Version
 from tally.compute.ops import moves
 from tally.compute.ops import servers as server_ops
 from tally.compute.store import migrations as store
 
-MAX_LIMIT = 1000  # Nova's [api] max_limit
 # GET /os-migrations: the query parameters of 2.1, then what each version added.
 # Before 2.59 any other parameter is ignored; from 2.59 it is refused (400).
 QUERY_SINCE = (
@@ -61,19 +59,8 @@ def _query(req: falcon.Request) -> dict[str, Any]:
 
 
 def _page(req: falcon.Request, found: list[dict]) -> tuple[list[dict], list[dict] | None]:
-    """limit/marker paging (2.59): the page, and its `next` link when it is full."""
-    marker, asked = req.get_param("marker"), integer(req, "limit")
-    if marker:
-        ids = [m["uuid"] for m in found]
-        if marker not in ids:
-            raise BadRequest(f"Marker {marker} could not be found.")
-        found = found[ids.index(marker) + 1 :]
-    limit = min(MAX_LIMIT if asked is None else asked, MAX_LIMIT)
-    page = found[:limit]
-    if not limit or len(page) != limit:
-        return page, None
-    params = urllib.parse.urlencode(dict(req.params, marker=page[-1]["uuid"]))
-    return page, [{"rel": "next", "href": f"{views.base(req)}/v2.1/os-migrations?{params}"}]
+    """limit/marker paging (2.59)."""
+    return page(req, found, "uuid", f"{views.base(req)}/v2.1/os-migrations")
 
 
 class Migrations(Resource):
