@@ -179,6 +179,7 @@ class _Judge:
         self.every = frozenset(self.roots)
         self.shared_into = source.sharing_anchors(self.sharing) if self.sharing else {}
         self._stock: dict[int, list[Stock]] = {}
+        self._most_free: dict[tuple[int, bool], tuple[list[Stock], dict[int, int]]] = {}
 
     # -- trees from providers -------------------------------------------------
 
@@ -300,21 +301,26 @@ class _Judge:
         return ok
 
     def _free(self, rows: list[Stock], group: RequestGroup) -> dict[int, int]:
-        """Per tree: the most free of the class on one provider in the group's scope."""
-        best: dict[int, int] = {}
-        get = best.get
-        for row in rows:
-            free = row[2] - row[3]
-            if free > get(row[1], 0):
-                best[row[1]] = free
-        if self.sharing and not (group.in_tree and not group.use_same_provider):
+        """Per tree: the most free of the class on one provider in the group's
+        scope (kept: granular groups often ask the same classes)."""
+        shared = bool(self.sharing) and not (group.in_tree and not group.use_same_provider)
+        key = (id(rows), shared)
+        if key not in self._most_free:
+            best: dict[int, int] = {}
+            get = best.get
             for row in rows:
-                if row[0] in self.sharing:
-                    free = row[2] - row[3]
-                    for tree in self.shared_into.get(row[0], ()):
-                        if free > get(tree, 0):
-                            best[tree] = free
-        return best
+                free = row[2] - row[3]
+                if free > get(row[1], 0):
+                    best[row[1]] = free
+            if shared:
+                for row in rows:
+                    if row[0] in self.sharing:
+                        free = row[2] - row[3]
+                        for tree in self.shared_into.get(row[0], ()):
+                            if free > get(tree, 0):
+                                best[tree] = free
+            self._most_free[key] = rows, best  # (rows kept: their id is not reused)
+        return self._most_free[key][1]
 
     def together(
         self,
