@@ -69,8 +69,16 @@ def test_holds_of_a_deleted_server_freed_by_the_audit(hosts):
     reserve_vcpu(hosts, rp, 12)  # (16 - 12) x 4 = 16, one held by the orphan
     want = free_vcpu(hosts, rp) + 1  # one more than is free
     query = ["--resource", f"VCPU={want}", "--in-tree", rp]
-    follow(hosts, explain(hosts, *query), f"tally audit --provider {rp} --delete --apply")
+    found = explain(hosts, *query)
+    follow(hosts, found, f"tally audit --provider {rp} --delete --apply")
     assert explain(hosts, *query)["candidates"] == 1
+    # the host is still down (the fault's): a boot needs it up as well, and the hint says so
+    text = found["hints"][0]["text"]
+    assert f"orphan {web['id']}" in text
+    assert text.endswith(
+        "and cmp-1: its compute service is down (forced down): nothing is scheduled there "
+        "until it is up (openstack compute service set --up cmp-1 nova-compute)"
+    )
 
 
 def test_a_used_up_device(hosts):
