@@ -85,11 +85,15 @@ def conflicts() -> dict[str, int]:
 
 
 class Hosts:
-    """Three API hosts of one kind, host i on node i."""
+    """Three API hosts of one kind, host i on node i (or all on `via`, a database
+    address in front of the nodes: HAProxy's, `bin/cluster url vip`)."""
 
-    def __init__(self, kind: str, database: str, logs: Path, url_query: str = "") -> None:
+    def __init__(
+        self, kind: str, database: str, logs: Path, url_query: str = "", via: str = ""
+    ) -> None:
         self.kind, self.database, self.logs = kind, database, logs
         self.url_query = url_query  # e.g. "?wsrep_sync_wait=0" (Tally's URL only)
+        self.via = via  # HOST:PORT
         self.procs: list[subprocess.Popen] = []
 
     @property
@@ -97,7 +101,8 @@ class Hosts:
         return [f"http://{host}:{PORT}" for host in HOSTS]
 
     def node_url(self, i: int, driver: str = "mysql+pymysql") -> str:
-        return f"{driver}://tally:tally@10.77.0.1{i + 1}:3306/{self.database}"
+        where = self.via or f"10.77.0.1{i + 1}:3306"
+        return f"{driver}://tally:tally@{where}/{self.database}"
 
     def start(self) -> None:
         node_sql("db1", f"DROP DATABASE IF EXISTS {self.database}; CREATE DATABASE {self.database}")

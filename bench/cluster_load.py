@@ -94,26 +94,51 @@ def _claim_body(provider: str) -> dict:
     }
 
 
-def _send(http: httpx.Client, books: Books, kind: str, method: str, path: str, **kw) -> int:
+BACKOFF = 0.1  # seconds a client waits after a 5xx or no answer, as a real one would
+
+
+def _request(
+    http: httpx.Client, books: Books, kind: str, method: str, path: str, **kw
+) -> httpx.Response | None:
+    """One request, noted in the books (None: no answer)."""
     started = time.monotonic()
     try:
         resp = http.request(method, path, **kw)
         status, body = resp.status_code, resp.text
     except httpx.HTTPError as exc:
-        status, body = 0, repr(exc)
+        resp, status, body = None, 0, repr(exc)
     books.note(kind, status, time.monotonic() - started, body)
-    return status
+    if status >= 500 or status == 0:
+        time.sleep(BACKOFF)
+    return resp
+
+
+def _send(http: httpx.Client, books: Books, kind: str, method: str, path: str, **kw) -> int:
+    resp = _request(http, books, kind, method, path, **kw)
+    return resp.status_code if resp is not None else 0
+
+
+def _read(http: httpx.Client, books: Books, path: str) -> dict | None:
+    """GET `path` (noted in the books as a `read`): its body, or None unless 200."""
+    resp = _request(http, books, "read", "GET", path)
+    return resp.json() if resp is not None and resp.status_code == 200 else None
 
 
 def _worker(
-    url: str, providers: list[str], books: Books, stop: float, rng: random.Random, hold: int
+    url: str,
+    providers: list[str],
+    books: Books,
+    stop: float,
+    rng: random.Random,
+    hold: int,
+    until: threading.Event,
 ) -> None:
     """Claims (each VCPU:1 for a new consumer), deletes of its own claims and
     `reserved` changes; a client holds at most `hold` claims, so the providers stay
     about half full and claims test the write path, not a full cloud's 409s."""
     mine: list[str] = []
     with client(url) as http:
-        while time.monotonic() < stop:
+        while time.monotonic() < stop and not until.is_set():
             roll = rng.random()
             if mine and (roll < 0.25 or len(mine) >= hold):
                 consumer = mine.pop(rng.randrange(len(mine)))
@@ -126,11 +151,11 @@ def _worker(
             elif roll < 0.33:
                 provider = rng.choice(providers)
                 path = f"/resource_providers/{provider}/inventories/VCPU"
-                got = http.get(path)
-                if got.status_code != 200:
+                got = _read(http, books, path)
+                if got is None:
                     continue
                 body = {
-                    "resource_provider_generation": got.json()["resource_provider_generation"],
+                    "resource_provider_generation": got["resource_provider_generation"],
                     "total": VCPU_TOTAL,
                     "reserved": rng.randrange(0, 3),
                     "allocation_ratio": 1.0,
@@ -162,11 +187,13 @@ def run(
     seconds: float,
     disjoint: bool,
     seed_value: int = 7,
+    until: threading.Event | None = None,
 ) -> tuple[Books, float]:
-    """`clients` threads for `seconds`, client i through urls[i % len(urls)]; with
-    `disjoint` each client works on its own share of the providers, else all on all
-    (hot). The books, and the wall time taken."""
+    """`clients` threads for `seconds` (or until `until` is set), client i through
+    urls[i % len(urls)]; with `disjoint` each client works on its own share of the
+    providers, else all on all (hot). The books, and the wall time taken."""
     books = Books()
+    until = until or threading.Event()
     stop = time.monotonic() + seconds
     threads = []
     for i in range(clients):
@@ -175,7 +202,9 @@ def run(
         hold = max(1, len(share) * VCPU_TOTAL // (2 if mine else 2 * clients))
         rng = random.Random(seed_value * 1000 + i)
         thread = threading.Thread(
-            target=_worker, args=(urls[i % len(urls)], share, books, stop, rng, hold), daemon=True
+            target=_worker,
+            args=(urls[i % len(urls)], share, books, stop, rng, hold, until),
+            daemon=True,
         )
         threads.append(thread)
     started = time.monotonic()

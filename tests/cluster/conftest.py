@@ -36,6 +36,21 @@ def _why_not() -> str | None:
 
 
 _STARTED: list[str] = []  # what this session started (and stops at its end)
+FIGURES = pytest.StashKey[list[str]]()
+
+
+@pytest.fixture(scope="session")
+def figures(request: pytest.FixtureRequest) -> list[str]:
+    """Lines printed at the end of the run: what the tests measured (never asserted)."""
+    return request.config.stash.setdefault(FIGURES, [])
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    lines = config.stash.get(FIGURES, [])
+    if lines:
+        terminalreporter.section("measured on the cluster")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 @pytest.fixture(scope="session")
