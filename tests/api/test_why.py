@@ -25,7 +25,7 @@ AGGS = [str(uuidlib.UUID(int=n + 1)) for n in range(4)]
 
 def build(client, rng: random.Random) -> Cloud:  # noqa: ANN001
     """Hosts (some with NUMA children and a device under one), some used, and
-    sharing providers of disk in some aggregates."""
+    sharing providers of disk in some aggregates (hosts and a few NUMA children)."""
     cloud = Cloud(client)
     assert client.simulate_put("/resource_classes/CUSTOM_GPU").status_code in (201, 204)
     for trait in TRAITS:  # every name a query may use exists: an unknown one is a 400
@@ -43,7 +43,11 @@ def build(client, rng: random.Random) -> Cloud:  # noqa: ANN001
         if rng.random() < 0.5:
             for n in range(2):
                 cloud.provider(
-                    f"{host}n{n}", host, {"VCPU": 4, "MEMORY_MB": 4096}, traits=["HW_NUMA_ROOT"]
+                    f"{host}n{n}",
+                    host,
+                    {"VCPU": 4, "MEMORY_MB": 4096},
+                    traits=["HW_NUMA_ROOT"],
+                    aggs=rng.sample(AGGS, 1) if rng.random() < 0.2 else (),  # (not the root's)
                 )
             device = {"SRIOV_NET_VF": 8} if rng.random() < 0.5 else {"CUSTOM_GPU": 1}
             cloud.provider(f"{host}d", f"{host}n0", device, traits=["CUSTOM_PHYSNET1"])
@@ -142,3 +146,20 @@ def test_a_verdict_is_worked_out_again_once_anything_changed(api):
     cloud.provider("cn2", inventory={"VCPU": 16})
     again = why(client, "resources=VCPU:8")
     assert (again["trees"], again["fits"], again["candidates"]) == (2, 1, 1)
+
+
+def test_a_forbidden_aggregate_on_a_child_rules_out_only_that_child(api):
+    """Upstream leaves out a provider in the aggregate or under a root in it: the
+    tree of a NUMA node in it still fits by its other node (bug 1792503's fixture)."""
+    client = api("1.39")
+    cloud = Cloud(client)
+    cloud.provider("cn1")
+    cloud.provider("numa1_1", "cn1", {"VCPU": 4}, aggs=[AGGS[0]])
+    cloud.provider("numa1_2", "cn1", {"VCPU": 4})
+    cloud.provider("cn2", aggs=[AGGS[0]])
+    cloud.provider("numa2_1", "cn2", {"VCPU": 4})
+    shown = why(client, f"resources=VCPU:1&member_of=!{AGGS[0]}")
+    assert (shown["trees"], shown["fits"], shown["candidates"]) == (2, 1, 1)
+    assert shown["constraints"][1]["constraint"] == f"member_of=!{AGGS[0]}"
+    assert shown["constraints"][1]["rules_out"] == 1  # cn2's, by its root
+    assert [m["name"] for m in shown["closest"]] == ["cn2"]
