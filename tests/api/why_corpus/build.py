@@ -4,8 +4,9 @@ whole Placement state it is asked over:
   upstream  every GET /allocation_candidates of upstream Placement's functional
             suite (the gabbits that make one), captured from a live Tally serving
             the suite (tests/conformance/serve with TALLY_CAPTURE_CANDIDATES, run
-            by the conformance runner); those answered 400 at their microversion
-            or at 1.39 are left out
+            by the conformance runner); those answered 400 (or 404: before 1.10)
+            at their microversion or at 1.39 are left out, those refused to a
+            caller by policy (403) kept
   perf      the 15 query shapes of the perf workload generator (loadgen.py), over
             its own seeded cloud at a small size
 
@@ -29,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 import types
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,7 @@ OUT = HERE / "corpus.json"
 GABBITS = "/tmp/gabbi-live-cache/openstack-placement-16.0.0/gabbits"  # the runner's cache
 INVENTORY = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 MAX_UNIT = 2147483647  # Placement's default max_unit
+ANSWERED = (200, 403)  # kept: answered, or refused to a caller by policy (not for the query)
 # The loadgen's cloud, small: (trees, seed, share of nested trees).
 PERF_CLOUDS = ((24, 42, 0.10), (16, 7, 0.5))
 
@@ -169,8 +172,10 @@ def main() -> None:
         sys.exit(f"no gabbits in {args.gabbits}: run the conformance runner once to fetch them")
     with tempfile.TemporaryDirectory(prefix="why-corpus-") as work:
         entries = captured(args.conformance, args.gabbits, Path(work))
-    kept = [e for e in entries if e["status"] == 200 and e["status_newest"] == 200]
-    print(f"upstream: {len(entries)} queries captured, {len(kept)} answered 200")
+    kept = [e for e in entries if e["status"] in ANSWERED and e["status_newest"] == 200]
+    left = Counter((e["status"], e["status_newest"]) for e in entries if e not in kept)
+    print(f"upstream: {len(entries)} queries captured, {len(kept)} kept")
+    print("left out, by status (at its microversion, at 1.39):", dict(left))
     states, queries = write(kept + perf(args.loadgen), Path(args.out))
     print(f"{args.out}: {states} states, {queries} queries")
 
