@@ -19,7 +19,8 @@ share into T (an unsuffixed group with in_tree: T's own only), its *scope*:
   member_of     some provider in scope is in one of the aggregates (the root
                 counts: it is its own tree's)
   !member_of    as forbidden, for the aggregates; the unsuffixed group: or the
-                root is in one
+                root is in one (not another provider of the tree: upstream leaves
+                out a provider in one or under a root in one)
   in_tree       T is the named tree (a suffixed group: or a sharing provider of
                 it shares into T)
   root_*        T's root holds (lacks) the trait
@@ -261,7 +262,7 @@ class _Judge:
             bad = names.in_any(group.forbidden_aggs)
             ok = self._some_option_without(options, bad, group)
             if not group.use_same_provider:
-                ok -= set(self.root_of(bad).values()) & self.every
+                ok -= bad & self.every  # (a root in one: its whole tree)
             text = ",".join(sorted(group.forbidden_aggs))
             text = f"!in:{text}" if len(group.forbidden_aggs) > 1 else f"!{text}"
             found.append(self._rule(f"member_of{s}={text}", "forbidden_aggregates", s, ok))
