@@ -275,7 +275,7 @@ def replace_in(
     )
     consumers, new = _claim_consumers(conn, writes, type_ids, assume_new=assume_new)
     try:
-        _check_named(writes, provider_ids, class_ids)
+        check_named(writes, provider_ids, class_ids)
     except BadRequest:
         if assume_new:  # an existing consumer's 409 would come first
             raise _NotNew() from None
@@ -389,7 +389,7 @@ def _check_generation(w: ConsumerWrite, consumer: cons.Consumer | None) -> None:
         )
 
 
-def _check_named(
+def check_named(
     writes: list[ConsumerWrite], provider_ids: dict[str, int], class_ids: dict[str, int]
 ) -> None:
     """400 for a provider or a resource class the request names that does not exist."""
