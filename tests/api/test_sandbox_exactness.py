@@ -43,7 +43,7 @@ SHAPES = (
     "resources=VCPU:1,MEMORY_MB:512",
     "resources=VCPU:2,MEMORY_MB:1024",
     "resources=VCPU:1,MEMORY_MB:256,SRIOV_NET_VF:1",
-    "resources=VCPU:4,MEMORY_MB:2048&required=!COMPUTE_STATUS_DISABLED",
+    "resources=VCPU:4,MEMORY_MB:2048&root_required=!COMPUTE_STATUS_DISABLED",
     "resources1=VCPU:1&resources2=SRIOV_NET_VF:2&group_policy=none",
 )
 
@@ -197,7 +197,7 @@ class Real:
             shape.update(a["resources"])
         query = {"resources": ",".join(f"{rc}:{n}" for rc, n in sorted(shape.items()))}
         if to == "anywhere":
-            query["required"] = f"!{DISABLED}"
+            query["root_required"] = f"!{DISABLED}"
         else:
             query["in_tree"] = to
         query["limit"] = "16"
@@ -350,7 +350,7 @@ def _copy(source: Path, target: Path) -> None:
         dst.close()
 
 
-AFTER = "resources=VCPU:1,MEMORY_MB:512&required=!COMPUTE_STATUS_DISABLED"
+AFTER = "resources=VCPU:1,MEMORY_MB:512&root_required=!COMPUTE_STATUS_DISABLED"
 
 
 @pytest.fixture

@@ -1,10 +1,10 @@
 """The changes tried in a sandbox, each turned into steps: the writes the real API
 would be asked for, judged by the ledger's own rules over the sandbox's state.
 
-    move      consumer -> a tree (`to`: its root's uuid) or "anywhere": the first
+    move      consumer -> a tree (`to`: a provider's uuid) or "anywhere": the first
               candidate of the search for the consumer's resources (summed per
-              class; anywhere: `!COMPUTE_STATUS_DISABLED` and another root than
-              the consumer's), then its allocations replaced by that candidate's
+              class, limit=16; anywhere: `root_required=!COMPUTE_STATUS_DISABLED` and
+              another root than the consumer's), then its allocations replaced by it
     resize    consumer's amounts per class changed on the provider holding it
     boot      `count` new consumers of a query's shape, each where the search puts
               it (its first candidate)
@@ -35,6 +35,7 @@ from tally.placement.error_types import (
     BadRequest,
     CannotDeleteParent,
     Conflict,
+    InsufficientStorage,
     NotFound,
     ProviderInUse,
     ServiceUnavailable,
@@ -54,6 +55,7 @@ DISABLED = "COMPUTE_STATUS_DISABLED"
 # The code of a step refused because the search found no candidate: a sandbox's
 # verdict, never an API error (so not among Placement's codes, errors.py).
 NO_HOST = "tally.sandbox.no_host"
+CAP_EVERY = 64  # steps between two checks of the overlay's size
 MOVE_LIMIT = 16  # candidates a move looks at (the first of another root wins)
 KINDS = ("move", "resize", "boot", "inventory", "remove", "disable", "drain")
 
@@ -126,15 +128,29 @@ class Trial:
 
     # -- changes -> steps ------------------------------------------------------
 
-    def apply(self, changes: list[Change], first: int) -> list[dict[str, Any]]:
-        """Apply `changes` in order (numbered from `first`); the steps they made."""
+    def apply(self, changes: list[Change], first: int, max_bytes: int = 0) -> list[dict[str, Any]]:
+        """Apply `changes` in order (numbered from `first`); the steps they made.
+        507 as soon as the overlay would take more than `max_bytes` (0: no cap)."""
         made: list[dict[str, Any]] = []
         for n, change in enumerate(changes, first):
             for kind, subject, run in self._steps(change):
                 step = self._step(n, kind, subject, run)
                 self.overlay.add(step)
                 made.append(step)
+                if max_bytes and len(made) % CAP_EVERY == 0:
+                    self.check_size(max_bytes)
+        if max_bytes:
+            self.check_size(max_bytes)
         return made
+
+    def check_size(self, max_bytes: int) -> None:
+        size = self.overlay.approx_bytes()
+        if size > max_bytes:
+            raise InsufficientStorage(
+                f"Sandbox {self.sandbox} would take more than about {size / 2**20:.1f} MiB "
+                f"with these changes, past sandbox_max_mb={max_bytes // 2**20}: none of them "
+                "was kept."
+            )
 
     def _steps(self, change: Change) -> Iterator[tuple[str, str, Callable[[], dict]]]:
         """(kind, subject, the step's write) of each step of a change, made lazily:
@@ -199,11 +215,11 @@ class Trial:
         for resources in held.values():
             shape.update(resources)
         group = RequestGroup("", resources=dict(sorted(shape.items())))
-        if to == "anywhere":
-            group.forbidden = frozenset({DISABLED})
+        request = CandidateRequest([group], limit=MOVE_LIMIT)
+        if to == "anywhere":  # (a disabled compute host's root carries the trait)
+            request.root_forbidden = frozenset({DISABLED})
         else:
             group.in_tree = to
-        request = CandidateRequest([group], limit=MOVE_LIMIT)
         with self.view() as view:
             roots = {view.root_uuid(u) for u in held} - {None}
             found = search.search_over(view, request, self.options)

@@ -7,7 +7,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from tally.placement.error_types import InsufficientStorage, NotFound
+from tally.placement.error_types import NotFound
 from tally.placement.ledger import candidates as search
 from tally.placement.ledger import inventory
 from tally.placement.ledger import usages as live_usages
@@ -53,13 +53,7 @@ class Sandboxes:
         overlay = Overlay(row.revision, row.steps)
         first = 1 + max((step["change"] for step in row.steps), default=0)
         trial = Trial(self.engine, self.index, overlay, {}, sandbox, self.options, self.rules)
-        made = trial.apply(changes, first)
-        size = overlay.approx_bytes()
-        if self.max_mb and size > self.max_mb * 2**20:
-            raise InsufficientStorage(
-                f"Sandbox {sandbox} would take about {size / 2**20:.1f} MiB with these "
-                f"changes, more than sandbox_max_mb={self.max_mb}: none of them was kept."
-            )
+        made = trial.apply(changes, first, self.max_mb * 2**20)
         overlay.revision = store.save(self.engine, sandbox, row.revision, overlay.steps)
         self.kept.keep(sandbox, overlay)
         return {"revision": overlay.revision, "steps": made}
