@@ -10,7 +10,7 @@ The real executor below is written from the API alone (the sandbox's own code is
 never called on that side): what a change means is spelled in
 `tally.placement.ledger.sandbox.changes`'s docstring.
 
-SANDBOX_CLOUDS x SANDBOX_PLANS plans (default 10 x 40 = 400, about 30 s); raise them
+SANDBOX_CLOUDS x SANDBOX_PLANS plans (default 10 x 30 = 300, about 30 s); raise them
 to run more (the issue's measure, 1,000 and more, is run that way).
 """
 
@@ -37,7 +37,7 @@ from tally.placement.ledger.candidates import Index
 from tests.conftest import PlacementClient
 
 CLOUDS = int(os.environ.get("SANDBOX_CLOUDS", "10"))
-PLANS = int(os.environ.get("SANDBOX_PLANS", "40"))
+PLANS = int(os.environ.get("SANDBOX_PLANS", "30"))
 DISABLED = "COMPUTE_STATUS_DISABLED"
 SHAPES = (
     "resources=VCPU:1,MEMORY_MB:512",

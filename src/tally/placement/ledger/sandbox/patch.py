@@ -11,7 +11,7 @@ patched per search (never kept: the index's own lists are never changed).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from tally.placement.ledger.candidates.index import _put
@@ -94,6 +94,7 @@ class SandboxView(View):
         super().__init__(index)
         self.patch = patch
         self._lists: dict[int, list[Stock]] = {}
+        self._stocks: dict[int, _Patched] = {}
 
     # -- a provider's inventories, usage and traits, patched ----------------------
 
@@ -196,9 +197,14 @@ class SandboxView(View):
         return found
 
     def class_stock(self, rc: int) -> Mapping[int, Stock]:
-        if not self.patch.classes.get(rc):
+        touched = self.patch.classes.get(rc)
+        if not touched:
             return super().class_stock(rc)
-        return {s[0]: s for s in self.stock_list(rc)}
+        found = self._stocks.get(rc)
+        if found is None:
+            rows = {rp: self._stock_row(rp, rc) for rp in touched}
+            found = self._stocks[rc] = _Patched(super().class_stock(rc), rows)
+        return found
 
     def sorted_roots(self) -> list[int]:
         removed = self.patch.removed_roots
@@ -296,3 +302,37 @@ class SandboxView(View):
 
     def lists_every_provider(self) -> bool:
         return False
+
+
+class _Patched(Mapping[int, Stock]):
+    """A class's stock rows by provider: the live ones, with the patch's rows of the
+    providers it touched (None: none of the class there any more) laid over."""
+
+    def __init__(self, live: Mapping[int, Stock], rows: dict[int, Stock | None]) -> None:
+        self.live, self.rows = live, rows
+
+    def __getitem__(self, rp: int) -> Stock:
+        if rp in self.rows:
+            row = self.rows[rp]
+            if row is None:
+                raise KeyError(rp)
+            return row
+        return self.live[rp]
+
+    def get(self, rp: int, default=None):  # noqa: ANN001, ANN201
+        if rp in self.rows:
+            row = self.rows[rp]
+            return default if row is None else row
+        return self.live.get(rp, default)
+
+    def __contains__(self, rp: object) -> bool:
+        if rp in self.rows:
+            return self.rows[rp] is not None  # type: ignore[index]
+        return rp in self.live
+
+    def __iter__(self) -> Iterator[int]:
+        yield from (rp for rp in self.live if rp not in self.rows)
+        yield from (rp for rp, row in self.rows.items() if row is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
