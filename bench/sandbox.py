@@ -106,9 +106,9 @@ def main(argv: list[str] | None = None) -> int:
         query = path.split("?", 1)[1]
         outside, inside = [], []
         for i in range(a.reps + 1):
-            ms_out, _ = timed(lambda: client.simulate_get(path))
+            ms_out, _ = timed(lambda path=path: client.simulate_get(path))
             ms_in, got = timed(
-                lambda: client.simulate_get(f"{box}/allocation_candidates", query_string=query)
+                lambda q=query: client.simulate_get(f"{box}/allocation_candidates", query_string=q)
             )
             assert got.status_code == 200, got.text
             if i:  # (the first of each: warm-up)
@@ -119,8 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:26} {p_out:11.2f} {p_in:10.2f} {p_in / p_out:6.2f}")
     print(f"ratio inside/outside: median {statistics.median(ratios):.2f}, max {max(ratios):.2f}")
 
-    stored = app  # (the overlay as a worker builds it from the stored steps)
-    tracemalloc.start()
+    tracemalloc.start()  # (the overlay as a worker builds it from the stored steps)
     before = tracemalloc.take_snapshot()
     overlay = Overlay(1, steps)
     patch = Patch(overlay, index)
@@ -135,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({size / touched:.0f} B each; steps as stored included), "
         f"estimate {overlay.approx_bytes() / 1024:.0f} KiB"
     )
-    del stored, overlay, patch
+    del overlay, patch
 
     more = [client.simulate_post("/tally/v1/sandboxes", json={}).json["id"] for _ in range(3)]
     live_after = {name: client.simulate_get(path).content for name, path in shapes}

@@ -15,6 +15,7 @@ import orjson
 import sqlalchemy as sa
 
 from tally.db import schema as t
+from tally.db.retry import retrying
 from tally.db.transaction import transaction
 from tally.placement.error_types import ConcurrentUpdate, NotFound
 from tally.placement.ledger.common import utcnow
@@ -35,6 +36,7 @@ class Row:
     steps: list[dict[str, Any]]
 
 
+@retrying
 def create(engine: sa.Engine, ttl_seconds: int) -> Row:
     """A new, empty sandbox (the expired ones are deleted on the way)."""
     now = utcnow()
@@ -71,6 +73,7 @@ def read(engine: sa.Engine, sandbox: str) -> Row:
         return load(conn, sandbox)
 
 
+@retrying
 def save(engine: sa.Engine, sandbox: str, seen: int, steps: list[dict[str, Any]]) -> int:
     """Store the sandbox's steps if its revision is still `seen`; the new revision,
     or 409 when another request extended it meanwhile."""
@@ -88,6 +91,7 @@ def save(engine: sa.Engine, sandbox: str, seen: int, steps: list[dict[str, Any]]
     return seen + 1
 
 
+@retrying
 def delete(engine: sa.Engine, sandbox: str) -> None:
     with transaction(engine, write=True) as conn:
         load(conn, sandbox)
