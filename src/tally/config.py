@@ -327,6 +327,20 @@ SETTINGS: tuple[Setting, ...] = (
         "TALLY_CANDIDATES_INDEX_MAX_MB",
     ),
     Setting(
+        "sandbox_ttl_seconds",
+        3600,
+        "Longest time (seconds) a what-if sandbox (POST /tally/v1/sandboxes) lives; a "
+        "request may ask for less. After it the sandbox is gone (404).",
+        "TALLY_SANDBOX_TTL_SECONDS",
+    ),
+    Setting(
+        "sandbox_max_mb",
+        64,
+        "Most memory (MiB) the overlay of one what-if sandbox may take in a worker; "
+        "changes that would take it past are refused (507), none of them kept.",
+        "TALLY_SANDBOX_MAX_MB",
+    ),
+    Setting(
         "randomize_allocation_candidates",
         False,
         "With `limit`, return a random sample of the candidates instead of the first ones.",

@@ -46,6 +46,15 @@ def _inventory(client, rp: str, inventories: dict) -> dict:
     return {"resource_provider_generation": _generation(client, rp), "inventories": inventories}
 
 
+SANDBOX: dict[str, str] = {}  # the path of the sandbox the story made last
+
+
+def _sandbox(client):  # noqa: ANN001, ANN202
+    resp = client.simulate_post("/tally/v1/sandboxes", json={})
+    SANDBOX["path"] = f"/tally/v1/sandboxes/{resp.json['id']}"
+    return resp
+
+
 # (method, route template, request): each request(client, old_client) -> response;
 # in order, one story that leaves the books consistent after every step.
 Step = tuple[str, str, Callable]
@@ -104,6 +113,18 @@ STORY: list[Step] = [
             SERVER: _claim(CHILD, 3, _consumer_generation(c, SERVER)),
             MOVE: _claim(CHILD, 1, _consumer_generation(c, MOVE)),
         }})),
+    # what if: a sandbox's own writes (the sandbox table), and its commit (the ledger's)
+    ("POST", "/tally/v1/sandboxes", lambda c, _: _sandbox(c)),
+    ("POST", "/tally/v1/sandboxes/{sandbox}/changes", lambda c, _: c.simulate_post(
+        f"{SANDBOX['path']}/changes", json={"changes": [
+            {"kind": "inventory", "provider": RP, "resource_class": "MEMORY_MB", "total": 8192},
+            {"kind": "resize", "consumer": SERVER, "resources": {"VCPU": 3}},
+            {"kind": "disable", "provider": RP}]})),
+    ("POST", "/tally/v1/sandboxes/{sandbox}/commit", lambda c, _: c.simulate_post(
+        f"{SANDBOX['path']}/commit")),
+    ("POST", "/tally/v1/sandboxes", lambda c, _: _sandbox(c)),
+    ("DELETE", "/tally/v1/sandboxes/{sandbox}", lambda c, _: c.simulate_delete(
+        SANDBOX["path"])),
     ("DELETE", "/allocations/{consumer_uuid}", lambda c, _: c.simulate_delete(
         f"/allocations/{MOVE}")),
     ("DELETE", "/resource_providers/{uuid}/inventories", lambda c, _: c.simulate_delete(

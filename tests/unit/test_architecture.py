@@ -263,6 +263,15 @@ def test_route_table_matches_the_placement_api(sqlite_engine):
         "/tally/v1/failures": ["GET"],
         "/tally/v1/amounts": ["GET"],
         "/tally/v1/allocation_candidates/why": ["GET"],
+        "/tally/v1/sandboxes": ["POST"],  # what if (issue 41)
+        "/tally/v1/sandboxes/{sandbox}": ["DELETE", "GET"],
+        "/tally/v1/sandboxes/{sandbox}/changes": ["POST"],
+        "/tally/v1/sandboxes/{sandbox}/diff": ["GET"],
+        "/tally/v1/sandboxes/{sandbox}/commit": ["POST"],
+        "/tally/v1/sandboxes/{sandbox}/allocation_candidates": ["GET"],
+        "/tally/v1/sandboxes/{sandbox}/allocation_candidates/why": ["GET"],
+        "/tally/v1/sandboxes/{sandbox}/resource_providers/{uuid}/usages": ["GET"],
+        "/tally/v1/sandboxes/{sandbox}/amounts": ["GET"],
     }
 
 
@@ -406,7 +415,12 @@ def test_a_ring_is_found(tmp_path):
 CANDIDATES = SRC / "placement" / "ledger" / "candidates"
 # The modules that may read the index's structures: the index itself, and the one
 # that adapts it to the search's `Source` (view.py).
-INDEX_ADAPTER = {CANDIDATES / "index.py", CANDIDATES / "view.py"}
+# (And a sandbox's view of it, ledger/sandbox/patch.py: the index with a patch laid over.)
+INDEX_ADAPTER = {
+    CANDIDATES / "index.py",
+    CANDIDATES / "view.py",
+    SRC / "placement" / "ledger" / "sandbox" / "patch.py",
+}
 
 
 def _source_offences(path: Path) -> list[str]:

@@ -65,6 +65,16 @@ FIRST = {
     ("/tally/v1/failures", "GET"): "1.0",
     ("/tally/v1/amounts", "GET"): "1.0",
     ("/tally/v1/allocation_candidates/why", "GET"): "1.0",
+    ("/tally/v1/sandboxes", "POST"): "1.0",  # what if (issue 41)
+    ("/tally/v1/sandboxes/{sandbox}", "GET"): "1.0",
+    ("/tally/v1/sandboxes/{sandbox}", "DELETE"): "1.0",
+    ("/tally/v1/sandboxes/{sandbox}/changes", "POST"): "1.0",
+    ("/tally/v1/sandboxes/{sandbox}/diff", "GET"): "1.0",
+    ("/tally/v1/sandboxes/{sandbox}/commit", "POST"): "1.0",
+    ("/tally/v1/sandboxes/{sandbox}/allocation_candidates", "GET"): "1.0",
+    ("/tally/v1/sandboxes/{sandbox}/allocation_candidates/why", "GET"): "1.0",
+    ("/tally/v1/sandboxes/{sandbox}/resource_providers/{uuid}/usages", "GET"): "1.0",
+    ("/tally/v1/sandboxes/{sandbox}/amounts", "GET"): "1.0",
 }
 
 
@@ -234,7 +244,7 @@ def test_handlers_validate_with_the_row_of_their_microversion(make_client, monke
     effect: the handler validates with that very schema (and refuses what it refuses)."""
     client = make_client()
     provider = client.simulate_post("/resource_providers", json={"name": "p"}).json["uuid"]
-    fill = {"uuid": provider, "consumer_uuid": str(uuid.uuid4())}
+    fill = {"uuid": provider, "consumer_uuid": str(uuid.uuid4()), "sandbox": str(uuid.uuid4())}
     fill |= {"resource_class": "VCPU", "name": "CUSTOM_GOLD"}
     seen: list[dict] = []
     validate = common.validate

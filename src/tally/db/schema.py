@@ -212,3 +212,20 @@ failures = sa.Table(
     sa.Index("tally_failures_request_idx", "request_id"),
     sa.Index("tally_failures_global_request_idx", "global_request_id"),
 )
+
+# What-if sandboxes (issue 41, `placement.ledger.sandbox`): the changes tried in one,
+# as JSON steps (each with its verdict, the write it stands for and the generations it
+# read), so every worker and API host serves the same sandbox; `revision` counts the
+# times its changes were extended (a compare-and-swap: two extending it at once, one
+# loses). Gone after `expires_at`, when deleted, or once committed.
+sandboxes = sa.Table(
+    "tally_sandboxes",
+    metadata,
+    sa.Column("id", sa.String(36), primary_key=True),
+    sa.Column("created_at", _MICROSECONDS, nullable=False),
+    sa.Column("expires_at", _MICROSECONDS, nullable=False),
+    sa.Column("revision", sa.Integer, nullable=False),
+    sa.Column(
+        "steps", sa.Text().with_variant(mysql.LONGTEXT(), "mysql", "mariadb"), nullable=False
+    ),
+)

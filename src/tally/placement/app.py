@@ -23,6 +23,7 @@ from tally.placement.handlers import (
     reshaper,
     resource_classes,
     root,
+    sandboxes,
     traits,
     usages,
 )
@@ -59,6 +60,16 @@ ROUTES = (
     (failures.PATH, failures.Failures),
     (amounts.PATH, amounts.Amounts),
     (candidates.Why.PATH, candidates.Why),
+    # What if (issue 41): sandboxes, and the reads inside one.
+    (sandboxes.Sandboxes.PATH, sandboxes.Sandboxes),
+    (sandboxes.Sandbox.PATH, sandboxes.Sandbox),
+    (sandboxes.Changes.PATH, sandboxes.Changes),
+    (sandboxes.Diff.PATH, sandboxes.Diff),
+    (sandboxes.Commit.PATH, sandboxes.Commit),
+    (sandboxes.Candidates.PATH, sandboxes.Candidates),
+    (sandboxes.Why.PATH, sandboxes.Why),
+    (sandboxes.Usages.PATH, sandboxes.Usages),
+    (sandboxes.Amounts.PATH, sandboxes.Amounts),
 )
 
 

@@ -9,6 +9,7 @@ import sqlalchemy as sa
 from tally.config import Settings
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.failure_records import Recorder
+from tally.placement.ledger.sandbox.store import Kept
 
 
 def new_index(settings: Settings) -> Index | None:
@@ -27,6 +28,8 @@ class Service:
     candidates_index: Index | None = None  # built by `create_app` (or handed to it)
     # Where a search that found nothing is noted (None: the `failures` setting is off).
     failures: Recorder | None = None
+    # The overlays of the what-if sandboxes this app served (ledger.sandbox).
+    sandboxes: Kept = dataclasses.field(default_factory=Kept)
 
     def index(self) -> Index | None:
         """The app's in-memory index of the database, which candidates and

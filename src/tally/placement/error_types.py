@@ -19,6 +19,7 @@ turns into Placement's error body (`error_responses`).
     +-- UriTooLong (414)
     +-- UnsupportedMediaType (415)
     +-- ServiceUnavailable (503)         with `retry-after` in `extra`
+    +-- InsufficientStorage (507)        a sandbox over sandbox_max_mb
 """
 
 from __future__ import annotations
@@ -116,3 +117,7 @@ class UnsupportedMediaType(TallyError):
 
 class ServiceUnavailable(TallyError):
     status, title = 503, "Service Unavailable"
+
+
+class InsufficientStorage(TallyError):
+    status, title = 507, "Insufficient Storage"

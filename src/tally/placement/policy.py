@@ -290,6 +290,49 @@ API_RULES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         "Read every provider's inventories with what is used of them, in one answer.",
         ("GET /tally/v1/amounts",),
     ),
+    (
+        "tally:sandboxes:create",
+        "rule:admin_api",
+        "Make a what-if sandbox: a copy-on-write overlay of the live cloud.",
+        ("POST /tally/v1/sandboxes",),
+    ),
+    (
+        "tally:sandboxes:show",
+        "rule:admin_api",
+        "Read a sandbox and its diff against the live cloud.",
+        ("GET /tally/v1/sandboxes/{sandbox}", "GET /tally/v1/sandboxes/{sandbox}/diff"),
+    ),
+    (
+        "tally:sandboxes:delete",
+        "rule:admin_api",
+        "Delete a sandbox (the live cloud is left as it is).",
+        ("DELETE /tally/v1/sandboxes/{sandbox}",),
+    ),
+    (
+        "tally:sandboxes:change",
+        "rule:admin_api",
+        "Try changes in a sandbox: moves, resizes, boots, inventory changes, removals, "
+        "disabled and drained hosts.",
+        ("POST /tally/v1/sandboxes/{sandbox}/changes",),
+    ),
+    (
+        "tally:sandboxes:read",
+        "rule:admin_api",
+        "Read inside a sandbox: allocation candidates, why, usages, amounts.",
+        (
+            "GET /tally/v1/sandboxes/{sandbox}/allocation_candidates",
+            "GET /tally/v1/sandboxes/{sandbox}/allocation_candidates/why",
+            "GET /tally/v1/sandboxes/{sandbox}/resource_providers/{uuid}/usages",
+            "GET /tally/v1/sandboxes/{sandbox}/amounts",
+        ),
+    ),
+    (
+        "tally:sandboxes:commit",
+        "rule:admin_api",
+        "Apply a sandbox's changes to the live cloud in one transaction, if nothing they "
+        "read has moved.",
+        ("POST /tally/v1/sandboxes/{sandbox}/commit",),
+    ),
 )
 
 # Rules of what Tally serves outside the Placement app's route table (the operator

@@ -16,8 +16,8 @@ import collections
 import dataclasses
 import datetime as dt
 import logging
-from collections.abc import Callable
-from typing import NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
 
 import sqlalchemy as sa
 
@@ -275,7 +275,7 @@ def replace_in(
     )
     consumers, new = _claim_consumers(conn, writes, type_ids, assume_new=assume_new)
     try:
-        _check_named(writes, provider_ids, class_ids)
+        check_named(writes, provider_ids, class_ids)
     except BadRequest:
         if assume_new:  # an existing consumer's 409 would come first
             raise _NotNew() from None
@@ -389,7 +389,7 @@ def _check_generation(w: ConsumerWrite, consumer: cons.Consumer | None) -> None:
         )
 
 
-def _check_named(
+def check_named(
     writes: list[ConsumerWrite], provider_ids: dict[str, int], class_ids: dict[str, int]
 ) -> None:
     """400 for a provider or a resource class the request names that does not exist."""
@@ -449,6 +449,23 @@ def _check(
     released: collections.Counter = collections.Counter()
     for held in old:
         released[(held.rp_id, held.rc_id)] += held.used
+    judge(writes, provider_ids, class_ids, released, inventory)
+
+
+def judge(
+    writes: list[ConsumerWrite],
+    provider_ids: dict[str, int],
+    class_ids: dict[str, int],
+    released: Mapping[tuple[int, int], int],
+    inventory: Mapping[tuple[int, int], Any],
+) -> None:
+    """409 unless every (provider, class) of the new allocations has a sound
+    inventory, each amount keeps its min_unit/max_unit/step_size, and capacity is
+    not exceeded. `released`: what the consumers' old allocations give back per
+    (provider id, class id); `inventory`: per (provider id, class id), an object
+    with the inventory's columns and `used_now` (the usage before the write). The
+    write path reads them in its transaction; a sandbox (ledger.sandbox) from its
+    overlay: one rule for both."""
     wanted: collections.Counter = collections.Counter()
     for w in writes:
         for rp_uuid, res in w.allocations.items():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -102,6 +103,30 @@ def guard(
     classes it leaves over capacity (to warn about once written). `usage`: class
     name -> (class id, used, allocation rows) on the provider, read after it was
     locked."""
+    return judge(
+        provider.uuid,
+        before,
+        after,
+        usage,
+        refuse_lowering,
+        opening,
+        lambda class_id: _holders(conn, provider.id, class_id),
+    )
+
+
+def judge(
+    provider_uuid: str,
+    before: dict[str, Record],
+    after: dict[str, Record],
+    usage: dict[str, tuple[int, int, int]],
+    refuse_lowering: bool,
+    opening: str,
+    holders: Callable[[int], tuple[tuple[ShortfallHolder, ...], int]],
+) -> list[str]:
+    """`guard` with the holders of a class told by `holders(class id)` (the
+    largest CONSUMERS_SHOWN, largest first then by uuid, and how many there are):
+    the write path reads them in its transaction, a sandbox (ledger.sandbox) from
+    its overlay."""
     removed = [rc for rc in before if rc not in after and usage.get(rc, (0, 0, 0))[2] > 0]
     over = [
         rc
@@ -115,25 +140,22 @@ def guard(
     if not refused:
         return over
     refused.sort(key=lambda rc: usage[rc][0])
-    shortfalls = [_shortfall(conn, provider.id, rc, usage[rc], after.get(rc)) for rc in refused]
-    error = _in_use(provider.uuid, shortfalls, opening)
+    shortfalls = [_shortfall(rc, usage[rc], after.get(rc), holders) for rc in refused]
+    error = _in_use(provider_uuid, shortfalls, opening)
     log.warning(
         "Refused inventory change on resource provider %s: %s",
-        provider.uuid,
+        provider_uuid,
         "; ".join(f"{s.resource_class} {s.summary()}" for s in shortfalls),
     )
     raise error
 
 
-def _shortfall(
-    conn: sa.Connection,
-    provider_id: int,
-    rc: str,
-    usage: tuple[int, int, int],
-    new: Record | None,
-) -> Shortfall:
+def _holders(
+    conn: sa.Connection, provider_id: int, class_id: int
+) -> tuple[tuple[ShortfallHolder, ...], int]:
+    """The largest holders of a class on a provider, and how many hold it."""
     a, c, ct = t.allocations, t.consumers, t.consumer_types
-    held = (a.c.resource_provider_id == provider_id, a.c.resource_class_id == usage[0])
+    held = (a.c.resource_provider_id == provider_id, a.c.resource_class_id == class_id)
     amount = sa.func.sum(a.c.used).label("amount")
     rows = conn.execute(
         sa.select(a.c.consumer_id, amount, ct.c.name, c.c.project_id)
@@ -150,13 +172,23 @@ def _shortfall(
     consumers = conn.execute(
         sa.select(sa.func.count(sa.distinct(a.c.consumer_id))).where(*held)
     ).scalar_one()
+    return tuple(ShortfallHolder(r[0], int(r[1]), r[2], r[3]) for r in rows), int(consumers)
+
+
+def _shortfall(
+    rc: str,
+    usage: tuple[int, int, int],
+    new: Record | None,
+    holders: Callable[[int], tuple[tuple[ShortfallHolder, ...], int]],
+) -> Shortfall:
+    largest, consumers = holders(usage[0])
     return Shortfall(
         resource_class=rc,
         used=usage[1],
         capacity=new.capacity if new is not None else 0,
         removed=new is None,
-        holders=tuple(ShortfallHolder(r[0], int(r[1]), r[2], r[3]) for r in rows),
-        consumers=int(consumers),
+        holders=largest,
+        consumers=consumers,
     )
 
 

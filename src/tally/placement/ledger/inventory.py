@@ -92,18 +92,32 @@ def replace_inventories(
 ) -> ProviderInventory:
     """Make `records` the whole inventory of the provider (PUT of the collection)."""
     with transaction(engine, write=True) as conn:
-        provider = _locked(conn, uuid, generation)
-        for record in records:
-            _check_record(uuid, record, rules, "update")
-        state = _state(conn, provider.id, [r.resource_class for r in records])
-        unknown = sorted(r.resource_class for r in records if r.resource_class not in state.ids)
-        if unknown:
-            raise BadRequest(
-                f"Unknown resource class in inventory for resource provider {uuid}: "
-                + ", ".join(unknown)
-            )
-        after = {r.resource_class: r for r in records}
-        return _write(conn, provider, state, after, rules, opening=UPDATE_CONFLICT, last=True)
+        return replace_inventories_in(conn, uuid, generation, records, rules, last=True)
+
+
+def replace_inventories_in(
+    conn: sa.Connection,
+    uuid: str,
+    generation: int | None,
+    records: list[Record],
+    rules: Rules,
+    *,
+    last: bool = False,
+) -> ProviderInventory:
+    """The body of `replace_inventories`, inside a write transaction the caller
+    opened (`generation` None: the provider's current one)."""
+    provider = _locked(conn, uuid, generation)
+    for record in records:
+        _check_record(uuid, record, rules, "update")
+    state = _state(conn, provider.id, [r.resource_class for r in records])
+    unknown = sorted(r.resource_class for r in records if r.resource_class not in state.ids)
+    if unknown:
+        raise BadRequest(
+            f"Unknown resource class in inventory for resource provider {uuid}: "
+            + ", ".join(unknown)
+        )
+    after = {r.resource_class: r for r in records}
+    return _write(conn, provider, state, after, rules, opening=UPDATE_CONFLICT, last=last)
 
 
 @retrying

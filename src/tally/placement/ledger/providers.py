@@ -356,25 +356,29 @@ def delete_provider(engine: sa.Engine, uuid: str) -> None:
     """Delete a provider with its inventories, traits and aggregate links;
     409 while it has children or allocations."""
     with transaction(engine, write=True) as conn:
-        row = provider_row(
-            conn,
-            uuid,
-            for_update=True,
-            missing=f"No resource provider with uuid {uuid} found for delete",
+        delete_provider_in(conn, uuid)
+
+
+def delete_provider_in(conn: sa.Connection, uuid: str) -> None:
+    """The body of `delete_provider`, inside a write transaction the caller opened."""
+    row = provider_row(
+        conn,
+        uuid,
+        for_update=True,
+        missing=f"No resource provider with uuid {uuid} found for delete",
+    )
+    if has_rows(conn, _rp, _rp.c.parent_provider_id == row.id):
+        raise CannotDeleteParent(
+            f"Unable to delete parent resource provider {uuid}: It has child resource providers."
         )
-        if has_rows(conn, _rp, _rp.c.parent_provider_id == row.id):
-            raise CannotDeleteParent(
-                f"Unable to delete parent resource provider {uuid}: "
-                "It has child resource providers."
-            )
-        if has_rows(conn, t.allocations, t.allocations.c.resource_provider_id == row.id):
-            raise ProviderInUse(
-                f"Unable to delete resource provider {uuid}: Resource provider has allocations."
-            )
-        history_records.provider_deleting(conn, row)
-        for table in (t.inventories, t.resource_provider_traits, t.resource_provider_aggregates):
-            conn.execute(table.delete().where(table.c.resource_provider_id == row.id))
-        conn.execute(_rp.delete().where(_rp.c.id == row.id))
+    if has_rows(conn, t.allocations, t.allocations.c.resource_provider_id == row.id):
+        raise ProviderInUse(
+            f"Unable to delete resource provider {uuid}: Resource provider has allocations."
+        )
+    history_records.provider_deleting(conn, row)
+    for table in (t.inventories, t.resource_provider_traits, t.resource_provider_aggregates):
+        conn.execute(table.delete().where(table.c.resource_provider_id == row.id))
+    conn.execute(_rp.delete().where(_rp.c.id == row.id))
 
 
 # --- helpers of the writers --------------------------------------------------

@@ -171,38 +171,54 @@ def set_provider_traits(
     saw (None: take the current one, as DELETE does). The generation moves
     only when the set changes."""
     with transaction(engine, write=True) as conn:
-        provider = provider_row(conn, uuid, for_update=True)
-        if generation is not None and generation != provider.generation:
-            raise ConcurrentUpdate(
-                "Resource provider's generation already changed. "
-                "Please update the generation and try again."
-            )
-        wanted, current = _named_and_held(conn, provider.id, set(names))
-        missing = set(names) - {trait.name for trait in wanted}
-        if missing:
-            raise BadRequest(f"No such trait {', '.join(sorted(missing))}")
-        have = {trait.id for trait in current}
-        want = {trait.id for trait in wanted}
-        if have == want:
-            return ProviderTraits(provider.generation, wanted)
-        # the provider is locked and nothing reads on: the changes go with the COMMIT
-        for trait_id in sorted(have - want):
-            at_commit(conn, _DELETE_TRAIT, {"provider_id": provider.id, "trait_id": trait_id})
-        now = utcnow()
-        insert_at_commit(
-            conn,
-            rpt,
-            [
-                {"resource_provider_id": provider.id, "trait_id": trait_id, "created_at": now}
-                for trait_id in sorted(want - have)
-            ],
+        return set_provider_traits_in(conn, uuid, names, generation, last=True)
+
+
+def set_provider_traits_in(
+    conn: sa.Connection,
+    uuid: str,
+    names: list[str],
+    generation: int | None,
+    *,
+    last: bool = False,
+) -> ProviderTraits:
+    """The body of `set_provider_traits`, inside a write transaction the caller
+    opened (`last`: nothing later in it reads the provider, its writes may go with
+    the COMMIT)."""
+    provider = provider_row(conn, uuid, for_update=True)
+    if generation is not None and generation != provider.generation:
+        raise ConcurrentUpdate(
+            "Resource provider's generation already changed. "
+            "Please update the generation and try again."
         )
-        new_generation = bump_generation(conn, provider.id, provider.generation, uuid, last=True)
-        history_records.traits_set(
-            conn,
-            provider,
-            new_generation,
-            {trait.name for trait in current},
-            {trait.name for trait in wanted},
-        )
-        return ProviderTraits(new_generation, wanted)
+    wanted, current = _named_and_held(conn, provider.id, set(names))
+    missing = set(names) - {trait.name for trait in wanted}
+    if missing:
+        raise BadRequest(f"No such trait {', '.join(sorted(missing))}")
+    have = {trait.id for trait in current}
+    want = {trait.id for trait in wanted}
+    if have == want:
+        return ProviderTraits(provider.generation, wanted)
+    # the provider is locked: when nothing reads on, the changes go with the COMMIT
+    for trait_id in sorted(have - want):
+        params = {"provider_id": provider.id, "trait_id": trait_id}
+        at_commit(conn, _DELETE_TRAIT, params, defer=last)
+    now = utcnow()
+    insert_at_commit(
+        conn,
+        rpt,
+        [
+            {"resource_provider_id": provider.id, "trait_id": trait_id, "created_at": now}
+            for trait_id in sorted(want - have)
+        ],
+        defer=last,
+    )
+    new_generation = bump_generation(conn, provider.id, provider.generation, uuid, last=last)
+    history_records.traits_set(
+        conn,
+        provider,
+        new_generation,
+        {trait.name for trait in current},
+        {trait.name for trait in wanted},
+    )
+    return ProviderTraits(new_generation, wanted)

@@ -17,6 +17,7 @@ from tally.placement.schemas import (
     providers,
     reshaper,
     resource_classes,
+    sandboxes,
     traits,
     usages,
 )
@@ -36,6 +37,7 @@ _RESOURCES = (
     history,
     failures,
     amounts,
+    sandboxes,
 )
 
 OPERATIONS: dict[Key, Operation] = {}

@@ -1,0 +1,19 @@
+"""What if: sandboxes (issue 41). A sandbox is a copy-on-write overlay of the live
+cloud holding only what its changes changed; reads inside answer from it with the
+same code as outside, and a commit applies its changes in one transaction only if
+nothing they read has moved.
+
+    service.py  `Sandboxes`: one method per route
+    changes.py  changes -> steps, judged by the ledger's own rules (`Trial`)
+    commit.py   the steps replayed through the ledger's writes, generations checked
+    store.py    sandboxes in the database; each worker's overlays of them
+    patch.py    the overlay in the index's ids; `SandboxView`, a candidates `Source`
+    overlay.py  the steps folded into what changed, by uuid and class name
+    reads.py    what a sandbox reads of the database
+"""
+
+from tally.placement.ledger.sandbox.changes import KINDS, Change
+from tally.placement.ledger.sandbox.service import Sandboxes
+from tally.placement.ledger.sandbox.store import Kept
+
+__all__ = ["KINDS", "Change", "Kept", "Sandboxes"]

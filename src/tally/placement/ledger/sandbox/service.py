@@ -1,0 +1,190 @@
+"""`Sandboxes`: what the sandbox routes ask of the ledger, one method each."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import sqlalchemy as sa
+
+from tally.placement.error_types import NotFound
+from tally.placement.ledger import candidates as search
+from tally.placement.ledger import inventory
+from tally.placement.ledger import usages as live_usages
+from tally.placement.ledger.candidates import why as why_module
+from tally.placement.ledger.candidates.index import Index
+from tally.placement.ledger.sandbox import commit as committing
+from tally.placement.ledger.sandbox import reads, store
+from tally.placement.ledger.sandbox.changes import Change, Trial
+from tally.placement.ledger.sandbox.overlay import Overlay, amounts
+
+
+@dataclasses.dataclass
+class Sandboxes:
+    """The sandboxes of one database, as one app serves them."""
+
+    engine: sa.Engine
+    index: Index | None
+    kept: store.Kept
+    options: search.Options
+    rules: inventory.Rules
+    ttl_seconds: int
+    max_mb: int
+    retries: int = 10
+
+    # -- the sandbox itself ------------------------------------------------------
+
+    def create(self, ttl_seconds: int | None) -> dict[str, Any]:
+        ttl = self.ttl_seconds if ttl_seconds is None else min(ttl_seconds, self.ttl_seconds)
+        return _shown(store.create(self.engine, ttl))
+
+    def show(self, sandbox: str) -> dict[str, Any]:
+        return _shown(store.read(self.engine, sandbox))
+
+    def delete(self, sandbox: str) -> None:
+        store.delete(self.engine, sandbox)
+        self.kept.forget(sandbox)
+
+    def change(self, sandbox: str, changes: list[Change]) -> dict[str, Any]:
+        """Apply `changes` in order; their steps (each with its verdict). All or
+        none of them are kept: 507 past `sandbox_max_mb`, 409 when another request
+        extended the sandbox meanwhile."""
+        row = store.read(self.engine, sandbox)
+        overlay = Overlay(row.revision, row.steps)
+        first = 1 + max((step["change"] for step in row.steps), default=0)
+        trial = Trial(self.engine, self.index, overlay, {}, sandbox, self.options, self.rules)
+        made = trial.apply(changes, first, self.max_mb * 2**20)
+        overlay.revision = store.save(self.engine, sandbox, row.revision, overlay.steps)
+        self.kept.keep(sandbox, overlay)
+        return {"revision": overlay.revision, "steps": made}
+
+    def commit(self, sandbox: str) -> dict[str, Any]:
+        written = committing.commit(self.engine, sandbox, self.rules, self.retries)
+        self.kept.forget(sandbox)
+        return {"committed": True, "steps_written": written}
+
+    # -- reads inside ------------------------------------------------------------
+
+    def _overlay(self, sandbox: str) -> Overlay:
+        return self.kept.overlay(store.read(self.engine, sandbox))
+
+    def _trial(self, sandbox: str) -> Trial:
+        overlay = self._overlay(sandbox)
+        return Trial(
+            self.engine, self.index, overlay, self.kept.patches, sandbox, self.options, self.rules
+        )
+
+    def candidates(self, sandbox: str, request: search.CandidateRequest) -> bytes:
+        """GET /allocation_candidates inside (the newest microversion's body)."""
+        with self._trial(sandbox).view() as view:
+            return bytes(search.answer_over(view, request, self.options))
+
+    def why(self, sandbox: str, request: search.CandidateRequest) -> dict[str, Any]:
+        """GET /tally/v1/allocation_candidates/why inside."""
+        with self._trial(sandbox).view() as view:
+            verdict = why_module.explain(view, request, self.options)
+            uuids = {m.root: view.rows[m.root][0] for m in verdict.closest}
+        names = search.provider_names(self.engine, uuids.values())
+        return verdict.as_dict(uuids.__getitem__, lambda rp: names.get(uuids[rp]))
+
+    def usages(self, sandbox: str, uuid: str) -> dict[str, Any]:
+        """GET /resource_providers/{uuid}/usages inside."""
+        with self._trial(sandbox).view() as view:
+            rp = view.provider(uuid)
+            if rp is None:
+                raise NotFound(f"No resource provider with uuid {uuid} found")
+            used, names = view.used_of(rp), view.class_names_by_id()
+            found = {names[rc]: used.get(rc, 0) for rc in view.inventories_of(rp)}
+        generation = reads.generations(self.engine, [uuid]).get(uuid)
+        return {"resource_provider_generation": generation, "usages": found}
+
+    def amounts(self, sandbox: str) -> dict[str, Any]:
+        """GET /tally/v1/amounts inside: the live amounts with the overlay laid on."""
+        overlay = self._overlay(sandbox)
+        delta = _usage_delta(overlay)
+        providers: dict[str, dict[str, Any]] = {}
+        for a in live_usages.amounts(self.engine):
+            providers.setdefault(a.provider, {})[a.resource_class] = a
+        used = {u: {rc: a.used for rc, a in held.items()} for u, held in providers.items()}
+        shown: dict[str, dict[str, Any]] = {}
+        for uuid in providers.keys() | overlay.inventories.keys():
+            if uuid in overlay.removed:
+                continue
+            changed = overlay.inventories.get(uuid)
+            records = changed.now if changed else providers[uuid]
+            classes = {}
+            for rc in sorted(records):
+                r = records[rc]
+                n = used.get(uuid, {}).get(rc, 0) + delta.get(uuid, {}).get(rc, 0)
+                classes[rc] = {
+                    "total": r.total,
+                    "reserved": r.reserved,
+                    "allocation_ratio": r.allocation_ratio,
+                    "capacity": r.capacity,
+                    "used": n,
+                }
+            if classes:
+                shown[uuid] = classes
+        order = list(providers)  # (by provider id, as outside)
+        return {"providers": {u: shown[u] for u in order if u in shown}}
+
+    def diff(self, sandbox: str) -> dict[str, Any]:
+        """Per provider the sandbox changed: usage, inventories and traits before ->
+        after, removed or not; and the steps refused, with why."""
+        overlay = self._overlay(sandbox)
+        delta = _usage_delta(overlay)
+        live: dict[str, dict[str, int]] = {}
+        for a in live_usages.amounts(self.engine):
+            live.setdefault(a.provider, {})[a.resource_class] = a.used
+        touched = (
+            delta.keys() | overlay.inventories.keys() | overlay.traits.keys() | overlay.removed
+        )
+        providers: dict[str, dict[str, Any]] = {}
+        for uuid in sorted(touched):
+            entry: dict[str, Any] = {"removed": uuid in overlay.removed}
+            moved = {rc: n for rc, n in delta.get(uuid, {}).items() if n}
+            if moved:
+                before = live.get(uuid, {})
+                entry["usages"] = {
+                    rc: {"before": before.get(rc, 0), "after": before.get(rc, 0) + n}
+                    for rc, n in sorted(moved.items())
+                }
+            if uuid in overlay.inventories:
+                changed = overlay.inventories[uuid]
+                entry["inventories"] = {
+                    "before": amounts(changed.before),
+                    "after": amounts(changed.now),
+                }
+            if uuid in overlay.traits:
+                changed = overlay.traits[uuid]
+                entry["traits"] = {"before": sorted(changed.before), "after": sorted(changed.now)}
+            providers[uuid] = entry
+        failed = [
+            {k: step[k] for k in ("change", "kind", "subject", "error")}
+            for step in overlay.steps
+            if not step["applied"]
+        ]
+        applied = sum(1 for step in overlay.steps if step["applied"])
+        return {"providers": providers, "applied": applied, "failed": failed}
+
+
+def _usage_delta(overlay: Overlay) -> dict[str, dict[str, int]]:
+    """Provider uuid -> class -> what the sandbox's consumers add (or free)."""
+    delta: dict[str, dict[str, int]] = {}
+    for consumer in overlay.consumers.values():
+        for held, sign in ((consumer.before, -1), (consumer.now, 1)):
+            for uuid, resources in held.items():
+                on = delta.setdefault(uuid, {})
+                for rc, n in resources.items():
+                    on[rc] = on.get(rc, 0) + sign * n
+    return delta
+
+
+def _shown(row: store.Row) -> dict[str, Any]:
+    return {
+        "id": row.id,
+        "created_at": row.created_at.isoformat(),
+        "expires_at": row.expires_at.isoformat(),
+        "revision": row.revision,
+        "steps": len(row.steps),
+    }

@@ -1,0 +1,138 @@
+"""Sandboxes in the database (`tally_sandboxes`): made, read, extended under a
+compare-and-swap of their revision, deleted; and each worker's overlays of them,
+kept per (sandbox, revision) so a read costs one primary-key lookup."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import threading
+import uuid as uuidlib
+from collections import OrderedDict
+from typing import Any
+
+import orjson
+import sqlalchemy as sa
+
+from tally.db import schema as t
+from tally.db.retry import retrying
+from tally.db.transaction import transaction
+from tally.placement.error_types import ConcurrentUpdate, NotFound
+from tally.placement.ledger.common import utcnow
+from tally.placement.ledger.sandbox.overlay import Overlay
+from tally.placement.ledger.sandbox.patch import Patch
+
+KEPT = 64  # overlays kept per worker (the least recently read go first)
+
+_s = t.sandboxes
+
+
+@dataclasses.dataclass(frozen=True)
+class Row:
+    id: str
+    created_at: dt.datetime
+    expires_at: dt.datetime
+    revision: int
+    steps: list[dict[str, Any]]
+
+
+@retrying
+def create(engine: sa.Engine, ttl_seconds: int) -> Row:
+    """A new, empty sandbox (the expired ones are deleted on the way)."""
+    now = utcnow()
+    row = Row(str(uuidlib.uuid4()), now, now + dt.timedelta(seconds=ttl_seconds), 0, [])
+    with transaction(engine, write=True) as conn:
+        conn.execute(_s.delete().where(_s.c.expires_at < now))
+        conn.execute(
+            _s.insert().values(
+                id=row.id,
+                created_at=row.created_at,
+                expires_at=row.expires_at,
+                revision=0,
+                steps="[]",
+            )
+        )
+    return row
+
+
+def load(conn: sa.Connection, sandbox: str, *, for_update: bool = False) -> Row:
+    """The sandbox, or 404 when there is none (or it expired)."""
+    query = sa.select(_s).where(_s.c.id == sandbox)
+    if for_update and conn.dialect.name != "sqlite":
+        query = query.with_for_update()
+    found = conn.execute(query).first()
+    if found is None or found.expires_at < utcnow():
+        raise NotFound(f"No sandbox {sandbox} (it may have expired, or been committed).")
+    return Row(
+        found.id, found.created_at, found.expires_at, found.revision, orjson.loads(found.steps)
+    )
+
+
+def read(engine: sa.Engine, sandbox: str) -> Row:
+    with transaction(engine) as conn:
+        return load(conn, sandbox)
+
+
+@retrying
+def save(engine: sa.Engine, sandbox: str, seen: int, steps: list[dict[str, Any]]) -> int:
+    """Store the sandbox's steps if its revision is still `seen`; the new revision,
+    or 409 when another request extended it meanwhile."""
+    with transaction(engine, write=True) as conn:
+        done = conn.execute(
+            _s.update()
+            .where(_s.c.id == sandbox, _s.c.revision == seen, _s.c.expires_at >= utcnow())
+            .values(revision=seen + 1, steps=orjson.dumps(steps).decode())
+        ).rowcount
+    if done != 1:
+        read(engine, sandbox)  # (404 when it went)
+        raise ConcurrentUpdate(
+            f"Sandbox {sandbox} was changed by another request meanwhile; read it and retry."
+        )
+    return seen + 1
+
+
+@retrying
+def delete(engine: sa.Engine, sandbox: str) -> None:
+    with transaction(engine, write=True) as conn:
+        load(conn, sandbox)
+        conn.execute(_s.delete().where(_s.c.id == sandbox))
+
+
+def delete_in(conn: sa.Connection, sandbox: str) -> None:
+    conn.execute(_s.delete().where(_s.c.id == sandbox))
+
+
+class Kept:
+    """One worker's overlays of the sandboxes it served (and their patches over the
+    index), by sandbox id, the most recently read last."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._overlays: OrderedDict[str, Overlay] = OrderedDict()
+        self.patches: dict[str, Patch] = {}
+
+    def overlay(self, row: Row) -> Overlay:
+        """The overlay of the sandbox as read (built again when its revision moved)."""
+        with self._lock:
+            found = self._overlays.get(row.id)
+            if found is None or found.revision != row.revision:
+                found = Overlay(row.revision, row.steps)
+                self._keep(row.id, found)
+            self._overlays.move_to_end(row.id)
+            return found
+
+    def keep(self, sandbox: str, overlay: Overlay) -> None:
+        with self._lock:
+            self._keep(sandbox, overlay)
+
+    def _keep(self, sandbox: str, overlay: Overlay) -> None:
+        self._overlays[sandbox] = overlay
+        self.patches.pop(sandbox, None)
+        while len(self._overlays) > KEPT:
+            gone, _ = self._overlays.popitem(last=False)
+            self.patches.pop(gone, None)
+
+    def forget(self, sandbox: str) -> None:
+        with self._lock:
+            self._overlays.pop(sandbox, None)
+            self.patches.pop(sandbox, None)

@@ -1,0 +1,216 @@
+"""What if: the sandbox routes (issue 41). A sandbox's lifecycle, what its reads and
+diff show, the refusals of the real writes it repeats, its commit (applied as shown,
+or 409 naming what moved with nothing written), its limits and its policy.
+(The exactness of every verdict against the real API: test_sandbox_exactness.py;
+commits under concurrent writers: test_sandbox_commits.py.)"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+
+import pytest
+
+from tests.api.test_candidates import Cloud
+from tests.conftest import PlacementClient
+
+SANDBOXES = "/tally/v1/sandboxes"
+
+
+@pytest.fixture
+def cloud(client: PlacementClient) -> Cloud:
+    """Two hosts; cn1 with a NUMA node holding a device; one server on cn1."""
+    built = Cloud(client)
+    built.provider("cn1", inventory={"VCPU": 8, "MEMORY_MB": 4096})
+    built.provider("numa0", "cn1", {"VCPU": 4})
+    built.provider("pf0", "numa0", {"SRIOV_NET_VF": 4})
+    built.provider("cn2", inventory={"VCPU": 8, "MEMORY_MB": 4096})
+    built.server = str(uuidlib.uuid4())
+    body = {
+        "allocations": {built.uuids["cn1"]: {"resources": {"VCPU": 6, "MEMORY_MB": 1024}}},
+        "project_id": "demo",
+        "user_id": "alice",
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
+    assert client.simulate_put(f"/allocations/{built.server}", json=body).status_code == 204
+    return built
+
+
+def _sandbox(client: PlacementClient, **body) -> str:  # noqa: ANN003
+    made = client.simulate_post(SANDBOXES, json=body)
+    assert made.status_code == 201, made.text
+    return f"{SANDBOXES}/{made.json['id']}"
+
+
+def _change(client: PlacementClient, box: str, *changes: dict) -> list[dict]:
+    result = client.simulate_post(f"{box}/changes", json={"changes": list(changes)})
+    assert result.status_code == 200, result.text
+    return result.json["steps"]
+
+
+def _usages(client: PlacementClient, uuid: str, box: str = "") -> dict:
+    return client.simulate_get(f"{box}/resource_providers/{uuid}/usages").json["usages"]
+
+
+def test_a_move_shows_inside_and_leaves_the_live_cloud_alone(client, cloud):
+    box = _sandbox(client)
+    cn1, cn2 = cloud.uuids["cn1"], cloud.uuids["cn2"]
+    (step,) = _change(client, box, {"kind": "move", "consumer": cloud.server, "to": "anywhere"})
+    assert step["applied"] and step["error"] is None
+    assert step["write"]["allocations"] == {cn2: {"MEMORY_MB": 1024, "VCPU": 6}}
+    assert step["reads"]["consumers"] == {cloud.server: 1}
+    assert _usages(client, cn1, box) == {"VCPU": 0, "MEMORY_MB": 0}
+    assert _usages(client, cn2, box) == {"VCPU": 6, "MEMORY_MB": 1024}
+    assert _usages(client, cn1) == {"VCPU": 6, "MEMORY_MB": 1024}  # live: as it was
+    assert _usages(client, cn2) == {"VCPU": 0, "MEMORY_MB": 0}
+    diff = client.simulate_get(f"{box}/diff").json
+    assert diff["providers"][cn1]["usages"]["VCPU"] == {"before": 6, "after": 0}
+    assert diff["providers"][cn2]["usages"]["VCPU"] == {"before": 0, "after": 6}
+    assert diff["applied"] == 1 and diff["failed"] == []
+    # a search inside sees the room made on cn1, outside it does not
+    query = "resources=VCPU:8"
+    inside = client.simulate_get(f"{box}/allocation_candidates", query_string=query).json
+    outside = client.simulate_get("/allocation_candidates", query_string=query).json
+    assert {u for r in inside["allocation_requests"] for u in r["allocations"]} == {cn1}
+    assert {u for r in outside["allocation_requests"] for u in r["allocations"]} == {cn2}
+    shown = client.simulate_get(f"{box}").json
+    assert shown["revision"] == 1 and shown["steps"] == 1
+
+
+def test_an_inventory_shrink_is_refused_as_the_real_write_is(client, cloud):
+    box = _sandbox(client)
+    cn1 = cloud.uuids["cn1"]
+    change = {"kind": "inventory", "provider": cn1, "resource_class": "VCPU", "total": 4}
+    (step,) = _change(client, box, change)
+    body = {
+        "resource_provider_generation": client.simulate_get(f"/resource_providers/{cn1}").json[
+            "generation"
+        ],
+        "inventories": {"VCPU": {"total": 4}, "MEMORY_MB": {"total": 4096}},
+    }
+    real = client.simulate_put(f"/resource_providers/{cn1}/inventories", json=body)
+    assert real.status_code == 409
+    error = real.json["errors"][0]
+    assert step["applied"] is False
+    assert step["error"] == {"status": 409, "code": error["code"], "detail": error["detail"]}
+    assert cloud.server in step["error"]["detail"]
+    # moved away inside the sandbox first, the same shrink is applied
+    _change(client, box, {"kind": "move", "consumer": cloud.server, "to": cloud.uuids["cn2"]})
+    (again,) = _change(client, box, change)
+    assert again["applied"], again
+    failed = client.simulate_get(f"{box}/diff").json["failed"]
+    assert [(f["change"], f["kind"], f["error"]["code"]) for f in failed] == [
+        (1, "inventory", "placement.inventory.inuse")
+    ]
+
+
+def test_a_drain_moves_every_consumer_or_says_why_not(client, cloud):
+    box = _sandbox(client)
+    steps = _change(client, box, {"kind": "drain", "provider": cloud.uuids["cn2"]})
+    assert [(s["kind"], s["applied"]) for s in steps] == [("disable", True)]
+    steps = _change(client, box, {"kind": "drain", "provider": cloud.uuids["cn1"]})
+    assert [(s["kind"], s["subject"], s["applied"]) for s in steps] == [
+        ("disable", cloud.uuids["cn1"], True),
+        ("move", cloud.server, False),  # cn2 is disabled: nowhere to go
+    ]
+    assert steps[1]["error"]["code"] == "tally.sandbox.no_host"
+    why = client.simulate_get(
+        f"{box}/allocation_candidates/why",
+        query_string="resources=VCPU:1&root_required=!COMPUTE_STATUS_DISABLED",
+    ).json
+    assert why["fits"] == 0 and why["trees"] == 2
+
+
+def test_a_commit_applies_what_the_sandbox_showed(client, cloud):
+    box = _sandbox(client)
+    _change(
+        client,
+        box,
+        {"kind": "move", "consumer": cloud.server, "to": cloud.uuids["cn2"]},
+        {"kind": "inventory", "provider": cloud.uuids["cn1"], "resource_class": "VCPU", "total": 2},
+        {"kind": "boot", "query": "resources=VCPU:1,SRIOV_NET_VF:1", "count": 2},
+        {"kind": "remove", "provider": cloud.uuids["pf0"]},  # refused: a server holds VFs
+    )
+    shown = client.simulate_get(f"{box}/amounts").json
+    done = client.simulate_post(f"{box}/commit")
+    assert done.status_code == 200, done.text
+    assert done.json == {"committed": True, "steps_written": 4}
+    assert client.simulate_get("/tally/v1/amounts").json == shown
+    assert client.simulate_get(box).status_code == 404  # committed: gone
+    assert client.simulate_post(f"{box}/commit").status_code == 404
+
+
+def test_a_commit_is_refused_whole_when_what_it_read_moved(client, cloud):
+    box = _sandbox(client)
+    cn2 = cloud.uuids["cn2"]
+    _change(
+        client,
+        box,
+        {"kind": "boot", "query": "resources=VCPU:1", "count": 1},
+        {"kind": "move", "consumer": cloud.server, "to": cn2},
+    )
+    before = client.simulate_get("/tally/v1/amounts").json
+    generation = client.simulate_get(f"/resource_providers/{cn2}").json["generation"]
+    body = {"resource_provider_generation": generation, "traits": ["CUSTOM_MOVED"]}
+    assert client.simulate_put("/traits/CUSTOM_MOVED").status_code in (201, 204)
+    assert client.simulate_put(f"/resource_providers/{cn2}/traits", json=body).status_code == 200
+    refused = client.simulate_post(f"{box}/commit")
+    assert refused.status_code == 409
+    error = refused.json["errors"][0]
+    assert error["code"] == "placement.concurrent_update"
+    assert error["moved"] == [{"provider": cn2, "read": generation, "now": generation + 1}]
+    assert cn2 in error["detail"]
+    assert client.simulate_get("/tally/v1/amounts").json == before  # nothing written
+    assert client.simulate_get(box).status_code == 200  # still there to look at
+
+
+def test_limits_errors_and_expiry(client, cloud, monkeypatch):
+    box = _sandbox(client)
+    missing = f"{SANDBOXES}/{uuidlib.uuid4()}"
+    assert client.simulate_get(missing).status_code == 404
+    assert client.simulate_get(f"{SANDBOXES}/not-a-uuid").status_code == 400
+    bad = client.simulate_post(f"{box}/changes", json={"changes": [{"kind": "move"}]})
+    assert bad.status_code == 400 and "consumer" in bad.json["errors"][0]["detail"]
+    bad = client.simulate_post(f"{box}/changes", json={"changes": [{"kind": "fly"}]})
+    assert bad.status_code == 400 and "kind" in bad.json["errors"][0]["detail"]
+    (step,) = _change(
+        client, box, {"kind": "move", "consumer": str(uuidlib.uuid4()), "to": "anywhere"}
+    )
+    assert step["error"]["status"] == 404
+    assert client.simulate_delete(box).status_code == 204
+    assert client.simulate_get(box).status_code == 404
+    short = _sandbox(client, ttl_seconds=1)
+    import datetime as dt
+
+    from tally.placement.ledger.sandbox import store
+
+    later = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(seconds=5)
+    monkeypatch.setattr(store, "utcnow", lambda: later)
+    assert client.simulate_get(short).status_code == 404
+
+
+def test_over_the_memory_cap_nothing_is_kept(make_client, cloud):
+    client = make_client(sandbox_max_mb=0)  # (0: no cap)
+    box = _sandbox(client)
+    _change(client, box, {"kind": "boot", "query": "resources=VCPU:1", "count": 2})
+    capped = make_client(sandbox_max_mb=1)
+    gone = [{"kind": "remove", "provider": str(uuidlib.uuid4())} for _ in range(3000)]
+    result = capped.simulate_post(f"{box}/changes", json={"changes": gone})
+    assert result.status_code == 507, result.text
+    assert "sandbox_max_mb=1" in result.json["errors"][0]["detail"]
+    assert client.simulate_get(box).json["steps"] == 2  # none of them kept
+
+
+def test_sandboxes_are_for_admins(make_client, cloud):
+    client = make_client()
+    box = _sandbox(client)
+    reader = {"x-auth-token": "user", "x-roles": "reader", "x-project-id": "demo"}
+    for method, path in (
+        ("POST", SANDBOXES),
+        ("GET", box),
+        ("POST", f"{box}/changes"),
+        ("GET", f"{box}/allocation_candidates?resources=VCPU:1"),
+        ("POST", f"{box}/commit"),
+    ):
+        found = client.simulate_request(method, path, headers=reader)
+        assert found.status_code == 403, (method, path, found.text)
