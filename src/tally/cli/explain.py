@@ -83,7 +83,7 @@ def retry_command(uuid: str, resources: tuple[tuple[str, dict], ...]) -> str:
 @click.argument("uuid", type=PROVIDER)
 @resource_option("The change, as for `tally provider inventory set --amend` (repeatable).")
 @STUCK_AFTER
-@output_options
+@output_options(csv_ok=False)
 @pass_context
 def provider(
     ctx: Context, out: Output, uuid: str, resources: tuple, stuck_after: dt.timedelta
@@ -104,7 +104,7 @@ def provider(
 
 @explain.command("candidates", cls=InOrder)
 @query_options
-@output_options
+@output_options(csv_ok=False)
 @pass_context
 def candidates(ctx: Context, out: Output, **params: Any) -> None:
     """When no host fits ("No valid host was found"): how many provider trees each

@@ -37,7 +37,7 @@ def fetch(client: PlacementClient, params: dict[str, Any], limit: int) -> list[d
     show_default=True,
     help="At most this many, the newest.",
 )
-@output_options
+@output_options(columns=COLUMNS)
 @pass_context
 def failures(
     ctx: Context,

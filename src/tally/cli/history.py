@@ -27,6 +27,8 @@ COLUMNS = (
     "project_id",
     "detail",
 )
+SHORT = ("time", "action", "consumer", "resource_class", "before", "after")
+NOTHING = "No change recorded matches."
 
 
 @click.command("history")
@@ -45,7 +47,7 @@ COLUMNS = (
     show_default=True,
     help="At most this many changes, the newest.",
 )
-@output_options
+@output_options(columns=COLUMNS, short=SHORT)
 @pass_context
 def history(
     ctx: Context,
@@ -71,4 +73,6 @@ def history(
         "it is Tally's own API"
     )
     rows = pages(ctx.client.history, "history", params, limit, missing)
-    out.rows(COLUMNS, rows)
+    if consumer is not None:  # the same on every row
+        out.short = tuple(c for c in out.short if c != "consumer")
+    out.rows(COLUMNS, rows, prose=("detail",), empty=NOTHING)
