@@ -178,7 +178,14 @@ def test_inventory_set_forms(tally):
     ("resource", "message"),
     [
         ("VCPU", "is not CLASS=TOTAL"),
-        ("VCPU=lots", "amounts must be numbers"),
+        ("VCPU=lots", "'VCPU=lots': total must be a whole number from 1 to 2147483647"),
+        ("VCPU=-4", "'VCPU=-4': total must be a whole number from 1 to 2147483647"),
+        ("VCPU=4:-1", "reserved must be a whole number from 0 to 2147483647"),
+        ("VCPU=4:5", "VCPU: reserved 5 is more than its total 4"),
+        ("VCPU:allocation_ratio=0", "allocation_ratio must be a number above 0"),
+        ("VCPU:step_size=0", "step_size must be a whole number from 1"),
+        ("vcpu=4", "'vcpu' is not a resource class name (A-Z, 0-9 and _; upper case: VCPU)"),
+        ("CUSTOM_NOPE=4", "no resource class CUSTOM_NOPE on this Placement"),
         ("VCPU:colour=3", "unknown inventory field 'colour'"),
         ("VCPU:reserved=2", "no total for VCPU"),
     ],
@@ -391,7 +398,7 @@ def test_traits(seeded):
     seeded("provider", "trait", "delete", RP)
     assert seeded("provider", "trait", "list", RP, "-f", "value").stdout == ""
     seeded("trait", "delete", "CUSTOM_GOLD")
-    seeded("trait", "create", "GOLD", code=1)
+    assert "'GOLD' is not a custom trait name" in seeded("trait", "create", "GOLD", code=127).stderr
 
 
 def test_aggregates(seeded, make_tally):

@@ -24,6 +24,7 @@ from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
+from tally.cli.inputs import UUID, Url
 from tally.cli.render import console, lines, new_table, show_rows
 from tally.clients.compute import ComputeClient
 from tally.clients.errors import ClientError
@@ -112,7 +113,7 @@ class ProviderRef(click.ParamType):
     """A resource provider by uuid, or by its name (looked up once, must be unique)."""
 
     name = "provider"
-    UUID = re.compile(r"^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$")
+    UUID = UUID
 
     def convert(self, value: Any, param: Any, ctx: click.Context | None) -> str:
         if self.UUID.match(str(value)) or ctx is None:
@@ -146,7 +147,9 @@ class Microversion(click.ParamType):
 
 
 CONNECTION_OPTIONS = (
-    click.option("--url", envvar="TALLY_URL", help="Placement endpoint (env TALLY_URL)."),
+    click.option(
+        "--url", envvar="TALLY_URL", type=Url(), help="Placement endpoint (env TALLY_URL)."
+    ),
     click.option(
         "--token",
         envvar="TALLY_TOKEN",
@@ -178,6 +181,7 @@ CONNECTION_OPTIONS = (
     click.option(
         "--compute-url",
         envvar="TALLY_COMPUTE_URL",
+        type=Url(),
         help="Compute API endpoint for the doctor and the lab (env TALLY_COMPUTE_URL); "
         "default: from the catalog with --os-cloud, else URL/compute/v2.1 (the lab's).",
     ),

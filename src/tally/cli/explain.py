@@ -21,7 +21,7 @@ from tally.cli.context import (
     progress_bar,
     shown,
 )
-from tally.cli.inventory import asked_inventories, resource_option
+from tally.cli.inventory import asked_inventories, check_classes, resource_option
 from tally.cli.inventory_report import render_check
 from tally.cli.scripting import STUCK_AFTER, notes
 from tally.clients.errors import PlacementError
@@ -94,6 +94,7 @@ def provider(
     change (`-f json`: `steps`, then `alternatives` apart). Exit 1 when refused."""
     current = ctx.client.inventories(uuid)["inventories"]
     asked = asked_inventories(current, resources, amend=True)
+    check_classes(ctx.client, asked, current)
     retry = retry_command(uuid, resources)
     found = explain_change(ctx.client, ctx.compute, uuid, asked, retry, stuck_after)
     render(out, found)

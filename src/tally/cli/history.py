@@ -7,7 +7,8 @@ import datetime as dt
 
 import click
 
-from tally.cli.context import PROVIDER, Context, Output, ProviderRef, output_options, pass_context
+from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
+from tally.cli.inputs import Uuid
 from tally.cli.scripting import Duration, ago, pages
 
 COLUMNS = (
@@ -32,7 +33,7 @@ NOTHING = "No change recorded matches."
 
 
 @click.command("history")
-@click.argument("consumer", required=False)
+@click.argument("consumer", required=False, type=Uuid())
 @click.option("--provider", type=PROVIDER, help="Only changes of this provider (uuid or name).")
 @click.option(
     "--since", type=Duration(), help="Only changes of this last while (90s, 30m, 1h, 7d)."
@@ -65,8 +66,6 @@ def history(
     project. `tally history CONSUMER`, `tally history --provider RP --since 7d`; with
     neither, every change. Tally's own API (admin only): upstream Placement has none.
     """
-    if consumer is not None and not ProviderRef.UUID.match(consumer):
-        raise click.BadParameter(f"{consumer!r} is not a uuid", param_hint="CONSUMER")
     params = {"consumer": consumer, "provider": provider, "since": ago(since), "until": ago(until)}
     missing = (
         "this Placement has no claim history (GET /tally/v1/history answered 404): "
