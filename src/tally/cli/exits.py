@@ -69,13 +69,14 @@ TABLE: tuple[tuple[int, str, str], ...] = (
     ),
     (
         BAD_INPUT,
-        "bad input, for every command, found before anything is written (its spelling "
-        "before any request): an unknown command or option, a value missing or malformed (a shape, a duration, a uuid, a URL without "
-        "its scheme, an amount such as `VCPU=-4`, a resource class or trait name, a "
-        "microversion, a setting), options that exclude each other, a column `-c` does not "
-        "know, a provider name that matches none, a resource class the Placement does not "
-        "have; `audit --provider`, `heal --instance` and `drain` naming a provider, server or "
-        "host that does not exist; `why` naming a request id no failed search has",
+        "bad input, for every command, found before anything is written (its spelling before "
+        "any request): an unknown command or option, a value missing or malformed (a shape, a"
+        " duration, a uuid, a URL without its scheme, an amount such as `VCPU=-4`, a resource"
+        " class or trait name, a microversion, a setting), options that exclude each other, a"
+        " column `-c` does not know, a provider name that matches none, a resource class the "
+        "Placement does not have; `audit --provider`, `heal --instance` and `drain` naming a "
+        "provider, server or host that does not exist; `why` naming a request id no failed "
+        "search has",
         "`tally provider inventory set lab-compute-1 --resource VCPU=-4`",
     ),
     (UNEXPECTED, "an unexpected error (a bug: its traceback is printed)", "none (a bug)"),
