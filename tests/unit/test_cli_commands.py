@@ -376,6 +376,23 @@ def test_usage_show_per_consumer_type_and_before_1_38(seeded, make_tally):
     make_tally("1.8")("usage", "show", "--project", "demo", code=1)
 
 
+def test_usage_show_takes_the_project_as_osc_does(seeded):
+    """Issue 40, item 11: `openstack resource usage show PROJECT`'s spelling."""
+    positional = as_json(seeded("usage", "show", "demo", "-f", "json"))
+    assert positional == as_json(seeded("usage", "show", "--project", "demo", "-f", "json"))
+    assert positional[0]["usage"] == 20
+    assert "give the project once" in seeded("usage show demo --project demo", code=127).stderr
+    seeded("usage", "show", code=127)
+
+
+def test_db_sync_is_upgrade_as_placement_manage_spells_it(tmp_path):
+    env = {"TALLY_DATABASE_URL": f"sqlite:///{tmp_path / 'synced.sqlite'}"}
+    synced = CliRunner().invoke(cli, ["db", "sync"], env=env)
+    assert synced.exit_code == 0, synced.output
+    version = CliRunner().invoke(cli, ["db", "version"], env=env).stdout.split()
+    assert version[0] == "current" and version[1] == f"{version[3]}," and version[2] == "head"
+
+
 def test_provider_usage_show(seeded):
     assert seeded("provider", "usage", "show", RP, "-f", "value").stdout == "VCPU 20 32\n"
 

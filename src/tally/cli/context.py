@@ -267,11 +267,6 @@ class Output:
     short: tuple[str, ...] = ()
     long: bool = False
 
-    @property
-    def structured(self) -> bool:
-        """JSON or YAML: the data whole, as the API's keys."""
-        return self.fmt in ("json", "yaml")
-
     def record(self, data: Mapping[str, Any], fields: Sequence[str] | None = None) -> None:
         """One object: a Field/Value table, or the object as JSON/YAML, or its values
         (a line each), or CSV (a header and one row)."""

@@ -53,16 +53,17 @@ def lines(text: str) -> Text:
     return Text("\n".join(visible(line) for line in text.split("\n")))
 
 
-def new_table(headers: Sequence[str], prose: Sequence[str] = ()) -> ShownTable:
-    """An empty table: ASCII lines off a terminal (logs, pipes), rich lines on one;
-    the `prose` columns wrap at spaces, every other column is never cut."""
+def new_table(headers: Sequence[str], prose: Sequence[str] = (), whole: bool = False) -> ShownTable:
+    """An empty table: ASCII lines off a terminal (logs, pipes), rich lines on one.
+    With `whole` (its rows known to fit: `show_rows`) only the `prose` columns wrap,
+    at spaces, and no other cell is cut; else a cell too wide folds, losing nothing."""
     plain = not is_terminal(sys.stdout)
     table = ShownTable(box=box.ASCII2 if plain else box.SIMPLE_HEAVY, show_lines=False)
     for header in headers:
-        if header in prose:
-            table.add_column(header, overflow="fold")
-        else:
+        if whole and header not in prose:
             table.add_column(header, no_wrap=True, min_width=cell_len(header))
+        else:
+            table.add_column(header, overflow="fold")
     return table
 
 
@@ -87,17 +88,17 @@ def records(headers: Sequence[str], rows: Sequence[Sequence[str]], width: int) -
     label = max(cell_len(h) for h in headers)
     blocks = []
     for row in rows:
-        lines = []
+        block = []
         for header, value in zip(headers, row, strict=True):
             if not value:
                 continue
             parts = value.split("\n")
             if len(parts) == 1 and label + 2 + cell_len(value) > width:
-                lines += [header, f"  {value}"]
+                block += [header, f"  {value}"]
                 continue
-            lines.append(f"{header:<{label}}  {parts[0]}")
-            lines += [f"{'':<{label}}  {part}" for part in parts[1:]]
-        blocks.append("\n".join(lines))
+            block.append(f"{header:<{label}}  {parts[0]}")
+            block += [f"{'':<{label}}  {part}" for part in parts[1:]]
+        blocks.append("\n".join(block))
     return "\n\n".join(blocks)
 
 
@@ -112,7 +113,7 @@ def show_rows(
             con.print(Text(empty))
         return
     if needed_width(headers, rows, prose) <= con.width:
-        table = new_table(headers, prose)
+        table = new_table(headers, prose, whole=True)
         for row in rows:
             table.add_row(*map(lines, row))
         con.print(table)
