@@ -317,7 +317,7 @@ def test_allocation_set_show_unset_keep_the_rest(seeded):
         RP: {"VCPU": 20},
         OTHER: {"VCPU": 2},
     }
-    left = seeded("provider", "allocation", "unset", SERVER, "--provider", RP, "-f", "json")
+    left = seeded(f"provider allocation unset {SERVER} --provider compute-1 -f json")  # a name
     assert [(r["resource_provider"], r["project_id"]) for r in as_json(left)] == [(OTHER, "demo")]
     left = seeded("provider", "allocation", "unset", SERVER, "-f", "json")
     assert as_json(left) == []

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from tally.cli import inputs
-from tally.cli.context import Context, Output, output_options, pass_context
+from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
 from tally.clients import allocations as allocs
 from tally.clients.placement import PlacementClient
 
@@ -117,8 +117,8 @@ def set_(ctx: Context, out: Output, consumer: str, allocations: tuple, **given: 
     "--provider",
     "providers",
     multiple=True,
-    type=inputs.Uuid(),
-    help="Remove what it holds on this provider.",
+    type=PROVIDER,
+    help="Remove what it holds on this provider (uuid or name).",
 )
 @click.option(
     "--resource-class",
