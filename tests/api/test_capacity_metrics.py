@@ -132,5 +132,5 @@ def test_no_shapes_no_capacity_samples_and_admins_only(served):
     s = served()
     s.provider("cn1", VCPU=2)
     assert s.gauges() == {}
-    assert s.http.get("/metrics").status_code == 403
+    assert s.http.get("/metrics").status_code == 401
     assert s.http.get("/metrics", headers={"x-auth-token": "alice"}).status_code == 403

@@ -313,3 +313,19 @@ def test_keystone_unreachable_is_503_with_retry_after(
     # no token at all is still 401, and the version document stays open
     assert client.simulate_get("/resource_providers").status_code == 401
     assert client.simulate_get("/", headers={"x-auth-token": "tok-admin"}).status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("token", "status"),
+    [(None, 401), ("tok-never-issued", 401), ("tok-expired", 401), ("tok-reader", 403)],
+)
+def test_metrics_is_401_without_a_valid_token_and_403_for_a_non_admin(placement, token, status):
+    """Issue 40, item 11: without a token /metrics answered 403 (who you are is not
+    known: 401, and auth_token says where to authenticate), as Placement answers."""
+    headers = {"x-auth-token": token} if token else {}
+    result = placement.simulate_get("/metrics", headers=headers)
+    assert result.status_code == status, result.text
+    if status == 401:
+        assert "/v3" in result.headers["www-authenticate"]
+    admin = placement.simulate_get("/metrics", headers={"x-auth-token": "tok-admin"})
+    assert admin.status_code == 200 and "tally_" in admin.text

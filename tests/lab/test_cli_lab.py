@@ -96,3 +96,21 @@ def test_host_set_and_tracker(lab):
 def test_errors_from_the_compute_api_exit_1_with_its_message(lab):
     out = run(lab, "migrate", "no-such-server", code=1)
     assert "could not be found" in out
+
+
+def test_break_takes_format_and_columns_as_every_command(lab):
+    """Issue 40, item 7: `-f value -c server` printed the whole record as YAML, and a
+    `-c` naming no column injected the fault, then exited 127."""
+    lab.hosts("cmp-1", "cmp-2")
+    lab.flavor()
+    servers = [lab.boot(f"vm-{n}")["id"] for n in range(4)]
+    broken = run(lab, "break", "delete-while-down", "-f", "value", "-c", "server")
+    assert broken == f"{servers[0]}\n"
+    assert "unknown column sever" in run(lab, "break", "delete-while-down", "-c", "sever", code=127)
+    assert lab.compute.get("/os-lab")["lab"]["servers"] == 3  # nothing more injected
+    picked = json.loads(run(lab, "break", "delete-while-down", "-f", "json", "-c", "kind"))
+    assert picked == {"kind": "delete-while-down"}
+    whole = json.loads(run(lab, "break", "delete-while-down", "-f", "json"))
+    assert {"kind", "server", "providers", "held"} <= set(whole)
+    table = run(lab, "break", "delete-while-down", "-c", "server", "-c", "host")
+    assert servers[3] in table and "Consumers left" not in table

@@ -479,6 +479,8 @@ def test_drain_reports_what_a_hung_migration_leaves(broken):
     assert not report.drained and report.left
 
 
-def test_drain_of_an_unknown_host_fails(broken):
+def test_drain_of_an_unknown_host_is_bad_input_as_heal_of_an_unknown_server(broken):
     code, output = run(broken, "drain", "cmp-9")
-    assert code == 1 and "no nova-compute service on host cmp-9" in output
+    assert code == 127 and output.startswith("Error: no compute host cmp-9 in the compute API\n")
+    code, output = run(broken, "heal", "--instance", "vm-9")
+    assert code == 127 and output.startswith("Error: no server vm-9 in the compute API\n")

@@ -7,7 +7,10 @@ against the lab (issue 29, item 2: `heal --instance <missing uuid>` was 255).
 
 from __future__ import annotations
 
+import re
+import shlex
 import uuid as uuidlib
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner, Result
@@ -83,3 +86,33 @@ def test_a_provider_that_exists_is_audited(two):
     assert tally(two, "audit", "--provider", "cmp-1").exit_code == 0
     assert tally(two, "heal", "--instance", two.web["id"]).exit_code == 4
     assert tally(two, "audit", "--provider", str(uuidlib.uuid4()).upper()).exit_code == 127
+
+
+REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
+
+
+def reference_rows() -> list[tuple[int, list[str]]]:
+    """docs/reference.md's exit table: each status with its example's commands."""
+    text = REFERENCE.read_text()
+    section = text[text.index("\n## Exit status\n") :]
+    found = []
+    for code, example in re.findall(r"^\| (\d+) \| .* \| (.*) \|$", section, re.M):
+        commands = re.findall(r"`([^`]*)`", example)
+        found.append((int(code), commands[0].split("; ") if commands else []))
+    return found
+
+
+@pytest.mark.parametrize(("status", "commands"), reference_rows(), ids=lambda v: str(v))
+def test_each_row_of_the_reference_exit_table_runs_as_written(lab, status, commands):
+    """Issue 40, item 6: the table is checked against the CLI, row by row, on a lab
+    made by `tally lab up`: each example's commands in order, the last one exiting
+    with the row's status (255, a bug, has none)."""
+    if status == exits.UNEXPECTED:
+        assert commands == []
+        return
+    assert commands and all(command.startswith("tally ") for command in commands)
+    assert tally(lab, "lab", "up").exit_code == 0
+    for command in commands:
+        result = tally(lab, *shlex.split(command)[1:])
+    assert result.exit_code == status, (commands, result.output)
+    assert "Traceback" not in result.output

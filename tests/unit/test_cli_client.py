@@ -109,9 +109,43 @@ def test_an_error_body_becomes_a_placement_error_with_every_member():
     assert error.inventory_in_use
     assert error.usage == [{"resource_class": "VCPU", "used": 20}]
     assert str(error) == (
-        "Inventory for 'VCPU' ... in use: 20 used, new capacity 16 (HTTP 409 "
+        "Conflict: Inventory for 'VCPU' ... in use: 20 used, new capacity 16 (HTTP 409 "
         "placement.inventory.inuse, PUT /resource_providers/rp/inventories, request req-1)"
     )
+
+
+@pytest.mark.parametrize(
+    ("detail", "shown"),
+    [
+        (  # Tally's one line
+            "JSON does not validate: -1 is less than the minimum of 0. Failed validating "
+            "'minimum' in schema['properties']['inventories']['patternProperties']"
+            "['^[A-Z0-9_]+$']['properties']['reserved']. On instance['inventories']['VCPU']"
+            "['reserved']",
+            "Bad Request: inventories.VCPU.reserved: -1 is less than the minimum of 0",
+        ),
+        (  # upstream's, the schema dumped
+            "JSON does not validate: 'nope' is not a 'uuid'\n\nFailed validating 'format' in "
+            "schema['properties']['aggregates']['items']:\n    {'type': 'string', 'format': "
+            "'uuid'}\n\nOn instance['aggregates'][0]:\n    'nope'",
+            "Bad Request: aggregates[0]: 'nope' is not a 'uuid'",
+        ),
+        ("No such resource class CUSTOM_X.", "Bad Request: No such resource class CUSTOM_X."),
+    ],
+)
+def test_a_4xx_is_its_title_and_detail_never_schema_words_or_undefined_code(detail, shown):
+    """Issue 40, item 6: raw jsonschema text and `placement.undefined_code` reached the
+    operator."""
+
+    def refuse(request: httpx.Request) -> httpx.Response:
+        error = {"status": 400, "title": "Bad Request", "detail": detail}
+        return httpx.Response(400, json={"errors": [{**error, "code": "placement.undefined_code"}]})
+
+    client = PlacementClient("http://p", version="1.39", transport=httpx.MockTransport(refuse))
+    with pytest.raises(PlacementError) as caught:
+        client.post("/resource_providers", {})
+    assert str(caught.value) == f"{shown} (HTTP 400, POST /resource_providers)"
+    assert caught.value.detail == detail  # the server's words kept for whoever matches them
 
 
 def test_a_non_json_error_keeps_its_text():

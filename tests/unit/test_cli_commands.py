@@ -178,7 +178,14 @@ def test_inventory_set_forms(tally):
     ("resource", "message"),
     [
         ("VCPU", "is not CLASS=TOTAL"),
-        ("VCPU=lots", "amounts must be numbers"),
+        ("VCPU=lots", "'VCPU=lots': total must be a whole number from 1 to 2147483647"),
+        ("VCPU=-4", "'VCPU=-4': total must be a whole number from 1 to 2147483647"),
+        ("VCPU=4:-1", "reserved must be a whole number from 0 to 2147483647"),
+        ("VCPU=4:5", "VCPU: reserved 5 is more than its total 4"),
+        ("VCPU:allocation_ratio=0", "allocation_ratio must be a number above 0"),
+        ("VCPU:step_size=0", "step_size must be a whole number from 1"),
+        ("vcpu=4", "'vcpu' is not a resource class name (A-Z, 0-9 and _; upper case: VCPU)"),
+        ("CUSTOM_NOPE=4", "no resource class CUSTOM_NOPE on this Placement"),
         ("VCPU:colour=3", "unknown inventory field 'colour'"),
         ("VCPU:reserved=2", "no total for VCPU"),
     ],
@@ -310,7 +317,7 @@ def test_allocation_set_show_unset_keep_the_rest(seeded):
         RP: {"VCPU": 20},
         OTHER: {"VCPU": 2},
     }
-    left = seeded("provider", "allocation", "unset", SERVER, "--provider", RP, "-f", "json")
+    left = seeded(f"provider allocation unset {SERVER} --provider compute-1 -f json")  # a name
     assert [(r["resource_provider"], r["project_id"]) for r in as_json(left)] == [(OTHER, "demo")]
     left = seeded("provider", "allocation", "unset", SERVER, "-f", "json")
     assert as_json(left) == []
@@ -369,6 +376,23 @@ def test_usage_show_per_consumer_type_and_before_1_38(seeded, make_tally):
     make_tally("1.8")("usage", "show", "--project", "demo", code=1)
 
 
+def test_usage_show_takes_the_project_as_osc_does(seeded):
+    """Issue 40, item 11: `openstack resource usage show PROJECT`'s spelling."""
+    positional = as_json(seeded("usage", "show", "demo", "-f", "json"))
+    assert positional == as_json(seeded("usage", "show", "--project", "demo", "-f", "json"))
+    assert positional[0]["usage"] == 20
+    assert "give the project once" in seeded("usage show demo --project demo", code=127).stderr
+    seeded("usage", "show", code=127)
+
+
+def test_db_sync_is_upgrade_as_placement_manage_spells_it(tmp_path):
+    env = {"TALLY_DATABASE_URL": f"sqlite:///{tmp_path / 'synced.sqlite'}"}
+    synced = CliRunner().invoke(cli, ["db", "sync"], env=env)
+    assert synced.exit_code == 0, synced.output
+    version = CliRunner().invoke(cli, ["db", "version"], env=env).stdout.split()
+    assert version[0] == "current" and version[1] == f"{version[3]}," and version[2] == "head"
+
+
 def test_provider_usage_show(seeded):
     assert seeded("provider", "usage", "show", RP, "-f", "value").stdout == "VCPU 20 32\n"
 
@@ -391,7 +415,7 @@ def test_traits(seeded):
     seeded("provider", "trait", "delete", RP)
     assert seeded("provider", "trait", "list", RP, "-f", "value").stdout == ""
     seeded("trait", "delete", "CUSTOM_GOLD")
-    seeded("trait", "create", "GOLD", code=1)
+    assert "'GOLD' is not a custom trait name" in seeded("trait", "create", "GOLD", code=127).stderr
 
 
 def test_aggregates(seeded, make_tally):

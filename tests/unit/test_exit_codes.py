@@ -19,6 +19,7 @@ from tally.cli.main import cli
 
 REFERENCE = Path(__file__).resolve().parents[2] / "docs" / "reference.md"
 NOWHERE = ["--url", "http://127.0.0.1:9", "--compute-url", "http://127.0.0.1:9/v2.1"]
+UUID = "6f0c3b4e-8d3a-4a55-9c2e-0e1f5a7a4d10"
 
 
 def leaves(group: click.Group, prefix: tuple[str, ...] = ()):
@@ -35,9 +36,9 @@ COMMANDS = [" ".join(path) for path in leaves(cli)]
 def test_the_reference_shows_the_table_as_it_is_decided():
     text = REFERENCE.read_text()
     section = text[text.index("\n## Exit status\n") :]
-    rows = re.findall(r"^\| (\d+) \| (.*) \|$", section, re.M)
-    assert [(int(code), what) for code, what in rows] == list(exits.TABLE)
-    assert text.count("| status | when |") == 1  # one table of them
+    rows = re.findall(r"^\| (\d+) \| (.*) \| (.*) \|$", section, re.M)
+    assert [(int(code), what, example) for code, what, example in rows] == list(exits.TABLE)
+    assert text.count("| status | when | for example |") == 1  # one table of them
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -61,6 +62,19 @@ def test_every_command_says_127_to_an_unknown_option(command):
         ["history", "not-a-uuid"],
         ["provider", "inventory", "set", "x", "--resource", "VCPU"],
         ["-f", "json"],
+        # issue 40, item 6: uuids, URLs, amounts and names, before any request
+        ["--url", "127.0.0.1:8778", "provider", "list"],
+        ["provider", "list", "--compute-url", "compute.example.org/v2.1"],
+        ["provider", "allocation", "show", "not-a-uuid"],
+        ["provider", "create", "x", "--uuid", "nope"],
+        ["provider", "list", "--member-of", f"{UUID},nope"],
+        ["provider", "inventory", "set", UUID, "--resource", "VCPU=-4"],
+        ["provider", "inventory", "set", UUID, "--resource", "vcpu=4"],
+        ["provider", "allocation", "set", UUID, "--allocation", "rp=nope,VCPU=1"],
+        ["provider", "allocation", "set", UUID, "--allocation", f"rp={UUID},VCPU=0"],
+        ["resource", "class", "show", "vcpu"],
+        ["trait", "create", "GOLD"],
+        ["audit", "-c", "fixes"],
     ],
 )
 def test_bad_input_is_127_before_anything_is_asked(args):

@@ -293,3 +293,25 @@ def test_operations_name_the_microversion_and_answer_placement_errors(app):
     assert error == {"$ref": "#/components/schemas/Error"}
     fields = doc["components"]["schemas"]["Error"]["properties"]["errors"]["items"]
     assert set(fields["properties"]) == {"status", "title", "detail", "code", "request_id"}
+
+
+@pytest.mark.parametrize("prefix", ["", "/placement"])
+def test_the_served_document_lists_healthcheck_and_metrics(sqlite_engine, prefix):
+    """Issue 40, item 11: `/openapi.json` of the server as run (`tally serve`, the WSGI
+    entry) omitted the two paths it serves beside Placement. They are at the root
+    whatever prefix the document is read under; /healthcheck needs no token."""
+    from tally.serve.compose import create_server
+
+    served = create_server(Settings.of(lab="off"), sqlite_engine)
+    client = falcon.testing.TestClient(lambda environ, start: served(environ, start))
+    doc = client.simulate_get(f"{prefix}/openapi.json").json
+    schemathesis.openapi.from_dict(doc).validate()
+    health, metrics = doc["paths"]["/healthcheck"], doc["paths"]["/metrics"]
+    assert set(health) == {"servers", "get", "head"} and set(metrics) == {"servers", "get"}
+    assert health["servers"] == metrics["servers"] == [{"url": "/"}]
+    assert health["get"]["security"] == health["head"]["security"] == []
+    assert "security" not in metrics["get"]  # the document's token
+    assert set(metrics["get"]["responses"]) == {"200", "401", "403"}
+    assert client.simulate_get("/healthcheck").status_code == 200
+    assert client.simulate_get("/metrics").status_code == 401
+    assert "/healthcheck" not in document(create_app(Settings.of(), sqlite_engine))["paths"]

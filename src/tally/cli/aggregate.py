@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tally.cli import inputs
 from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
 
 
@@ -25,7 +26,13 @@ def list_(ctx: Context, out: Output, uuid: str) -> None:
 
 @aggregate.command("set")
 @click.argument("uuid", type=PROVIDER)
-@click.option("--aggregate", "aggregates", multiple=True, help="Aggregate UUID; repeatable.")
+@click.option(
+    "--aggregate",
+    "aggregates",
+    multiple=True,
+    type=inputs.Uuid(),
+    help="Aggregate UUID; repeatable.",
+)
 @click.option(
     "--generation",
     type=int,

@@ -7,7 +7,8 @@ from typing import Any
 
 import click
 
-from tally.cli.context import Context, Output, output_options, pass_context
+from tally.cli import inputs
+from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
 from tally.clients import allocations as allocs
 from tally.clients.placement import PlacementClient
 
@@ -25,10 +26,16 @@ class AllocationType(click.ParamType):
         rp = found.pop("rp", None)
         if not rp or not found or len(found) + 1 != len(pairs):
             self.fail(f"{value!r} is not rp=PROVIDER_UUID,CLASS=AMOUNT[,...]", param, ctx)
+        if not inputs.is_uuid(rp):
+            self.fail(f"{value!r}: rp {rp!r} is not a uuid", param, ctx)
+        for rc in found:
+            fault = inputs.class_fault(rc)
+            if fault:
+                self.fail(f"{value!r}: {fault}", param, ctx)
         try:
-            return rp, {rc: int(amount) for rc, amount in found.items()}
-        except ValueError:
-            self.fail(f"{value!r}: amounts must be whole numbers", param, ctx)
+            return rp, {rc: inputs.amount(amount) for rc, amount in found.items()}
+        except ValueError as exc:
+            self.fail(f"{value!r}: {exc}", param, ctx)
 
 
 def columns(client: PlacementClient) -> tuple[str, ...]:
@@ -56,7 +63,7 @@ def allocation() -> None:
 
 
 @allocation.command("show")
-@click.argument("consumer")
+@click.argument("consumer", type=inputs.Uuid())
 @output_options
 @pass_context
 def show(ctx: Context, out: Output, consumer: str) -> None:
@@ -65,7 +72,7 @@ def show(ctx: Context, out: Output, consumer: str) -> None:
 
 
 @allocation.command("set")
-@click.argument("consumer")
+@click.argument("consumer", type=inputs.Uuid())
 @click.option(
     "--allocation",
     "allocations",
@@ -105,14 +112,19 @@ def set_(ctx: Context, out: Output, consumer: str, allocations: tuple, **given: 
 
 
 @allocation.command("unset")
-@click.argument("consumer")
+@click.argument("consumer", type=inputs.Uuid())
 @click.option(
-    "--provider", "providers", multiple=True, help="Remove what it holds on this provider."
+    "--provider",
+    "providers",
+    multiple=True,
+    type=PROVIDER,
+    help="Remove what it holds on this provider (uuid or name).",
 )
 @click.option(
     "--resource-class",
     "classes",
     multiple=True,
+    type=inputs.ClassName(),
     help="Remove only this class (on the --provider ones, or on every provider).",
 )
 @output_options
@@ -139,7 +151,7 @@ def unset(ctx: Context, out: Output, consumer: str, providers: tuple, classes: t
 
 
 @allocation.command("delete")
-@click.argument("consumer")
+@click.argument("consumer", type=inputs.Uuid())
 @pass_context
 def delete(ctx: Context, consumer: str) -> None:
     """Delete every allocation of CONSUMER (no generation check: prefer `unset`)."""

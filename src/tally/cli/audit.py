@@ -23,6 +23,9 @@ from tally.doctor import audit as doctor
 
 COLUMNS = ("consumer", "kind", "server", "host", "allocations", "reason", "fix", "action")
 COLUMNS += ("history",)  # when, and by which request, the hold was written
+SHORT = ("consumer", "kind", "host", "fix")  # the table's, with "action" after --delete
+PROSE = ("allocations", "reason", "action", "history")  # may wrap in a table
+NOTHING = "Nothing found: every consumer and server checked is accounted for."
 
 
 def rows(report: doctor.Audit, verbose: bool) -> list[dict[str, Any]]:
@@ -96,7 +99,7 @@ def _action(report: doctor.Audit, write: doctor.Write | None) -> str | None:
 @STUCK_AFTER
 @click.option("--delete", is_flag=True, help="Free what is safe to free (see below).")
 @click.option("--apply", is_flag=True, help="With --delete: write (default: a dry run).")
-@output_options
+@output_options(columns=COLUMNS, short=SHORT)
 @pass_context
 def audit(
     ctx: Context,
@@ -128,7 +131,9 @@ def audit(
         report = doctor.audit(ctx.client, ctx.compute, provider, tick, stuck_after)
     if delete:
         report = doctor.remove(ctx.client, report, apply)
-    out.rows(COLUMNS, rows(report, verbose))
+    if delete:
+        out.short += ("action",)
+    out.rows(COLUMNS, rows(report, verbose), prose=PROSE, empty=NOTHING)
     counts = ", ".join(f"{n} {kind}" for kind, n in report.counts().items() if n)
     summary(f"{len(report.consumers)} consumers: {counts or 'none'}")
     notes(ctx.compute, ctx.client)

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from tally.cli import inputs
 from tally.nova.shapes import ShapeError, parse_shape
 
 ORDER = "tally.option_order"
@@ -112,7 +113,7 @@ def _group_query(query: dict[str, list[str]], s: str, group: dict[str, list[str]
         query[f"required{s}"].append(f"in:{trait}" if "," in trait else trait)
     for trait in group["forbidden"]:
         query[f"required{s}"].append(f"!{trait}")
-    for aggregates in group["member_of"]:
+    for aggregates in map(inputs.member_of, group["member_of"]):
         plain = "," in aggregates and not aggregates.startswith(("in:", "!"))
         query[f"member_of{s}"].append(f"in:{aggregates}" if plain else aggregates)
     if group["in_tree"]:

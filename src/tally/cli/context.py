@@ -7,8 +7,10 @@ output rendering
 from __future__ import annotations
 
 import contextlib
+import csv
 import dataclasses
 import functools
+import io
 import json
 import os
 import re
@@ -18,19 +20,19 @@ from typing import Any
 
 import click
 import yaml
-from rich import box
-from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
+from tally.cli.inputs import UUID, Url
+from tally.cli.render import console, lines, new_table, show_rows
 from tally.clients.compute import ComputeClient
 from tally.clients.errors import ClientError
 from tally.clients.placement import DEFAULT_URL, NOAUTH_ADMIN_TOKEN, PlacementClient
 from tally.escapes import visible
 from tally.placement.microversion import NEWEST
 
-FORMATS = ("table", "json", "yaml", "value")
+FORMATS = ("table", "json", "yaml", "value", "csv")
 
 
 @dataclasses.dataclass
@@ -111,7 +113,7 @@ class ProviderRef(click.ParamType):
     """A resource provider by uuid, or by its name (looked up once, must be unique)."""
 
     name = "provider"
-    UUID = re.compile(r"^[0-9a-fA-F]{8}-?([0-9a-fA-F]{4}-?){3}[0-9a-fA-F]{12}$")
+    UUID = UUID
 
     def convert(self, value: Any, param: Any, ctx: click.Context | None) -> str:
         if self.UUID.match(str(value)) or ctx is None:
@@ -145,7 +147,9 @@ class Microversion(click.ParamType):
 
 
 CONNECTION_OPTIONS = (
-    click.option("--url", envvar="TALLY_URL", help="Placement endpoint (env TALLY_URL)."),
+    click.option(
+        "--url", envvar="TALLY_URL", type=Url(), help="Placement endpoint (env TALLY_URL)."
+    ),
     click.option(
         "--token",
         envvar="TALLY_TOKEN",
@@ -177,6 +181,7 @@ CONNECTION_OPTIONS = (
     click.option(
         "--compute-url",
         envvar="TALLY_COMPUTE_URL",
+        type=Url(),
         help="Compute API endpoint for the doctor and the lab (env TALLY_COMPUTE_URL); "
         "default: from the catalog with --os-cloud, else URL/compute/v2.1 (the lab's).",
     ),
@@ -235,15 +240,6 @@ def cell(value: Any) -> str:
     return visible(str(value))
 
 
-def console(err: bool = False) -> Console:
-    """A rich console; wide and plain when not writing to a terminal, so lines of
-    uuids are never folded in logs and pipes."""
-    stream = sys.stderr if err else sys.stdout
-    if stream.isatty():
-        return Console(file=stream, highlight=False)
-    return Console(file=stream, width=400, highlight=False, no_color=True)
-
-
 @contextlib.contextmanager
 def progress_bar(what: str) -> Iterator[Callable[[int, int], None] | None]:
     """A rich progress bar on stderr when it is a terminal; nothing otherwise."""
@@ -261,67 +257,78 @@ def shown(text: str) -> Text:
     return Text("\n".join(visible(line) for line in text.split("\n")))
 
 
-class ShownTable(Table):
-    """A table whose text cells show what they hold: control characters escaped
-    (`cell`), no markup read (a name like `[bold]x[/]` prints as written)."""
-
-    def add_row(self, *renderables: Any, **kwargs: Any) -> None:
-        cells = (Text(cell(r)) if isinstance(r, str) else r for r in renderables)
-        super().add_row(*cells, **kwargs)
-
-
 @dataclasses.dataclass
 class Output:
-    """How a command prints: the format and the columns asked for."""
+    """How a command prints: the format, the columns asked for (`-c`), and for a
+    command with a default column set (`short`), whether `--long` asked for all."""
 
     fmt: str = "table"
     columns: tuple[str, ...] = ()
+    short: tuple[str, ...] = ()
+    long: bool = False
 
     def record(self, data: Mapping[str, Any], fields: Sequence[str] | None = None) -> None:
-        """One object: a Field/Value table, or the object as JSON/YAML, or its values."""
-        fields = self._pick(fields or list(data))
+        """One object: a Field/Value table, or the object as JSON/YAML, or its values
+        (a line each), or CSV (a header and one row)."""
+        fields = self._pick(fields or list(data), table=False)
         picked = {f: data.get(f) for f in fields}
         if self.fmt == "table":
-            table = self.table(["Field", "Value"])
+            table = self.table(["Field", "Value"], prose=["Value"])
             for name, value in picked.items():
-                table.add_row(name, cell(value))
+                table.add_row(name, lines(cell(value)))
             console().print(table)
         elif self.fmt == "value":
             for value in picked.values():
                 click.echo(cell(value))
+        elif self.fmt == "csv":
+            write_csv(fields, [picked])
         else:
             self.dump(picked)
 
-    def rows(self, fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> None:
-        """A list of objects: a table with one row each, or a list as JSON/YAML, or
-        one line of space-separated values each."""
-        fields = self._pick(fields)
+    def rows(
+        self,
+        fields: Sequence[str],
+        rows: Iterable[Mapping[str, Any]],
+        prose: Sequence[str] = (),
+        empty: str = "Nothing to show.",
+    ) -> None:
+        """A list of objects: a table with one row each (records when it does not
+        fit the terminal; the sentence `empty` when there is none), or a list as
+        JSON/YAML, or one line of space-separated values each, or CSV. In a table,
+        only the `prose` columns may wrap (at spaces)."""
+        fields = self._pick(fields, table=self.fmt == "table")
         picked = [{f: row.get(f) for f in fields} for row in rows]
         if self.fmt == "table":
-            table = self.table(fields)
-            for row in picked:
-                table.add_row(*(cell(v) for v in row.values()))
-            console().print(table)
+            cells = [[cell(v) for v in row.values()] for row in picked]
+            show_rows(fields, cells, prose, empty)
         elif self.fmt == "value":
             for row in picked:
                 click.echo(" ".join(cell(v) for v in row.values()))
+        elif self.fmt == "csv":
+            write_csv(fields, picked)
         else:
             self.dump(picked)
 
-    def _pick(self, fields: Sequence[str]) -> list[str]:
-        unknown = [c for c in self.columns if c not in fields]
+    def check_columns(self, known: Sequence[str]) -> None:
+        """A usage error (127) for a `-c` that is none of `known`, before anything
+        is asked or written."""
+        unknown = [c for c in self.columns if c not in known]
         if unknown:
             raise click.UsageError(
-                f"unknown column {', '.join(unknown)}; choose from {', '.join(fields)}"
+                f"unknown column {', '.join(unknown)}; choose from {', '.join(known)}"
             )
-        return [c for c in self.columns] if self.columns else list(fields)
 
-    def table(self, headers: Sequence[str]) -> Table:
-        plain = not sys.stdout.isatty()
-        table = ShownTable(box=box.ASCII2 if plain else box.SIMPLE_HEAVY, show_lines=False)
-        for header in headers:
-            table.add_column(header, overflow="fold")
-        return table
+    def _pick(self, fields: Sequence[str], table: bool) -> list[str]:
+        """`-c`'s columns; else in a table the default set unless --long; else all."""
+        self.check_columns(fields)
+        if self.columns:
+            return list(self.columns)
+        if table and self.short and not self.long:
+            return [f for f in fields if f in self.short]
+        return list(fields)
+
+    def table(self, headers: Sequence[str], prose: Sequence[str] = ()) -> Table:
+        return new_table(headers, prose)
 
     def dump(self, data: Any) -> None:
         if self.fmt == "json":
@@ -330,26 +337,66 @@ class Output:
             click.echo(yaml.safe_dump(data, sort_keys=False, default_flow_style=False), nl=False)
 
 
-def output_options(f: Callable) -> Callable:
-    """Add `-f/--format` and `-c/--column` and pass the command an `out: Output`."""
+def write_csv(fields: Sequence[str], rows: Iterable[Mapping[str, Any]]) -> None:
+    """A header line, then a line per row, as the openstack client's `-f csv`:
+    numbers bare, text quoted (a mapping or list as its table cell)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, quoting=csv.QUOTE_NONNUMERIC, lineterminator="\n")
+    writer.writerow(fields)
+    for row in rows:
+        writer.writerow([_csv_value(row.get(f)) for f in fields])
+    click.echo(buffer.getvalue(), nl=False)
 
-    @functools.wraps(f)
-    def run(*args: Any, fmt: str, columns: tuple[str, ...], **kwargs: Any) -> Any:
-        return f(*args, out=Output(fmt, columns), **kwargs)
 
-    run = click.option(
-        "-c",
-        "--column",
-        "columns",
-        multiple=True,
-        help="Show only this column (repeat for several).",
-    )(run)
-    return click.option(
-        "-f",
-        "--format",
-        "fmt",
-        type=click.Choice(FORMATS),
-        default="table",
-        show_default=True,
-        help="Output format.",
-    )(run)
+def _csv_value(value: Any) -> Any:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return cell(value)
+    return value
+
+
+def output_options(
+    f: Callable | None = None,
+    *,
+    columns: Sequence[str] | None = None,
+    short: Sequence[str] = (),
+    csv_ok: bool = True,
+) -> Callable:
+    """Add `-f/--format` and `-c/--column` and pass the command an `out: Output`.
+    `columns`: every column the command prints, so that a `-c` naming none of them
+    is refused before the command does anything; `short`: the columns of its table
+    by default, the others with `--long` (added then) or `-c`; `csv_ok=False` for a
+    report that is no list of rows."""
+
+    def decorate(f: Callable) -> Callable:
+        @functools.wraps(f)
+        def run(*args: Any, fmt: str, columns: tuple[str, ...], **kwargs: Any) -> Any:
+            out = Output(fmt, columns, tuple(short), kwargs.pop("long", False))
+            if known is not None:
+                out.check_columns(known)
+            return f(*args, out=out, **kwargs)
+
+        run = click.option(
+            "-c",
+            "--column",
+            "columns",
+            multiple=True,
+            help="Show only this column (repeat for several).",
+        )(run)
+        if short:
+            run = click.option(
+                "--long",
+                is_flag=True,
+                help=f"Every column (the table shows {', '.join(short)} unless -c or --long).",
+            )(run)
+        return click.option(
+            "-f",
+            "--format",
+            "fmt",
+            type=click.Choice(FORMATS if csv_ok else tuple(x for x in FORMATS if x != "csv")),
+            default="table",
+            show_default=True,
+            help="Output format.",
+        )(run)
+
+    known = tuple(columns) if columns is not None else None
+    return decorate(f) if f is not None else decorate

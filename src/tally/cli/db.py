@@ -4,6 +4,7 @@ cloud's books from upstream Placement's database into Tally's and back."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import functools
 import inspect
@@ -217,3 +218,10 @@ def _json(outcome: Any) -> str:
     data = dataclasses.asdict(outcome)
     data["report"]["ok"] = outcome.report.ok
     return json.dumps(data, indent=2, default=str)
+
+
+# `tally db sync`: placement-manage's (and nova-manage's) spelling of `tally db upgrade`
+sync = copy.copy(upgrade)
+sync.name = "sync"
+sync.short_help = "The same as `tally db upgrade` (placement-manage db sync's spelling)."
+db.add_command(sync)

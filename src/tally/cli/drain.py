@@ -16,7 +16,7 @@ from tally.doctor import drain as doctor
 @click.option("--apply", is_flag=True, help="Do it (default: say what would be done).")
 @click.option("--reason", default=doctor.REASON, show_default=True, help="Why it is disabled.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait in all.")
-@output_options
+@output_options(csv_ok=False)
 @pass_context
 def drain(ctx: Context, out: Output, host: str, apply: bool, reason: str, timeout: float) -> None:
     """Disable HOST's compute service with a reason, live-migrate its servers,

@@ -1,5 +1,6 @@
 """Every exit status of `tally`, decided here. `TABLE` is the table of
-docs/reference.md#exit-status (tests/unit/test_exit_codes.py holds them equal).
+docs/reference.md#exit-status (tests/unit/test_exit_codes.py holds them equal, and
+tests/lab/test_exit_codes.py runs each row's example).
 
 `audit` and `heal` answer as nova-manage's `placement audit` and `placement
 heal_allocations` do; bad input is 127 for every command, as nova-manage's (click
@@ -31,36 +32,54 @@ NOTHING_TO_HEAL = 4  # heal
 BAD_INPUT = 127
 UNEXPECTED = 255
 
-TABLE: tuple[tuple[int, str], ...] = (
-    (DONE, "done; `audit`: nothing found; `heal`: healed (a dry run: something to heal)"),
+# (status, when, for example: commands run in order on a fresh `tally lab up`, the
+# last one ending with the status; tests/lab/test_exit_codes.py runs each row)
+TABLE: tuple[tuple[int, str, str], ...] = (
+    (
+        DONE,
+        "done; `audit`: nothing found; `heal`: healed (a dry run: something to heal)",
+        "`tally audit`",
+    ),
     (
         FAILED,
         "a service (Placement, the compute API, the database) cannot be reached, or refused "
-        "(its message on stderr); or what the command checks does not hold: an inventory "
-        "change refused (its pre-check, `explain`), nothing fits (`capacity`, `explain "
-        "candidates`), a host not drained (`drain`), faults found (`db check`), a server "
-        "in ERROR (`lab boot`); `heal`: `--max-count` reached with servers left",
+        "(its title and message on stderr); or what the command checks does not hold: an "
+        "inventory change refused (its pre-check, `explain`), nothing fits (`capacity`, "
+        "`explain candidates`), a host not drained (`drain`), faults found (`db check`), a "
+        "server in ERROR (`lab boot`); `heal`: `--max-count` reached with servers left",
+        "`tally capacity --resource VCPU=1000`",
     ),
     (
         NO_PROVIDER,
         "`heal`: a server's host has no resource provider (its compute service was "
         "deleted: re-create or restart it)",
+        "`tally lab break service-delete --host lab-compute-1; tally audit --delete --apply; "
+        "tally heal`",
     ),
     (
         FOUND,
         "`audit`: something found, not fixed (or `--delete --apply` could not write all "
         "of it); `heal`: a write failed",
+        "`tally lab break delete-while-down; tally audit`",
     ),
-    (ALL_FIXED, "`audit --delete --apply`: everything found was fixed; `heal`: nothing to heal"),
+    (
+        ALL_FIXED,
+        "`audit --delete --apply`: everything found was fixed; `heal`: nothing to heal",
+        "`tally heal`",
+    ),
     (
         BAD_INPUT,
-        "bad input, for every command: an unknown command or option, a value missing or "
-        "malformed (a shape, a duration, a uuid, a microversion, a setting), options that "
-        "exclude each other, a provider name that matches none; `audit --provider` and "
-        "`heal --instance` naming a provider or server that does not exist; `why` naming a "
-        "request id no failed search has",
+        "bad input, for every command, found before anything is written (its spelling before "
+        "any request): an unknown command or option, a value missing or malformed (a shape, a"
+        " duration, a uuid, a URL without its scheme, an amount such as `VCPU=-4`, a resource"
+        " class or trait name, a microversion, a setting), options that exclude each other, a"
+        " column `-c` does not know, a provider name that matches none, a resource class the "
+        "Placement does not have; `audit --provider`, `heal --instance` and `drain` naming a "
+        "provider, server or host that does not exist; `why` naming a request id no failed "
+        "search has",
+        "`tally provider inventory set lab-compute-1 --resource VCPU=-4`",
     ),
-    (UNEXPECTED, "an unexpected error (a bug: its traceback is printed)"),
+    (UNEXPECTED, "an unexpected error (a bug: its traceback is printed)", "none (a bug)"),
 )
 
 

@@ -21,7 +21,7 @@ from tally.cli.context import (
     progress_bar,
     shown,
 )
-from tally.cli.inventory import asked_inventories, resource_option
+from tally.cli.inventory import asked_inventories, check_classes, resource_option
 from tally.cli.inventory_report import render_check
 from tally.cli.scripting import STUCK_AFTER, notes
 from tally.clients.errors import PlacementError
@@ -83,7 +83,7 @@ def retry_command(uuid: str, resources: tuple[tuple[str, dict], ...]) -> str:
 @click.argument("uuid", type=PROVIDER)
 @resource_option("The change, as for `tally provider inventory set --amend` (repeatable).")
 @STUCK_AFTER
-@output_options
+@output_options(csv_ok=False)
 @pass_context
 def provider(
     ctx: Context, out: Output, uuid: str, resources: tuple, stuck_after: dt.timedelta
@@ -94,6 +94,7 @@ def provider(
     change (`-f json`: `steps`, then `alternatives` apart). Exit 1 when refused."""
     current = ctx.client.inventories(uuid)["inventories"]
     asked = asked_inventories(current, resources, amend=True)
+    check_classes(ctx.client, asked, current)
     retry = retry_command(uuid, resources)
     found = explain_change(ctx.client, ctx.compute, uuid, asked, retry, stuck_after)
     render(out, found)
@@ -104,7 +105,7 @@ def provider(
 
 @explain.command("candidates", cls=InOrder)
 @query_options
-@output_options
+@output_options(csv_ok=False)
 @pass_context
 def candidates(ctx: Context, out: Output, **params: Any) -> None:
     """When no host fits ("No valid host was found"): how many provider trees each

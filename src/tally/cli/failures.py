@@ -9,6 +9,7 @@ from typing import Any
 import click
 
 from tally.cli.context import Context, Output, output_options, pass_context
+from tally.cli.inputs import ClassName
 from tally.cli.scripting import Duration, ago, pages
 from tally.clients.placement import PlacementClient
 
@@ -28,7 +29,12 @@ def fetch(client: PlacementClient, params: dict[str, Any], limit: int) -> list[d
 @click.option("--request-id", help="Only this request's (its id or the global request id).")
 @click.option("--since", type=Duration(), help="Only of this last while (90s, 30m, 1h, 7d).")
 @click.option("--until", type=Duration(), help="Only at least this old (1h: before an hour ago).")
-@click.option("--class", "resource_class", help="Only searches asking for this resource class.")
+@click.option(
+    "--class",
+    "resource_class",
+    type=ClassName(),
+    help="Only searches asking for this resource class.",
+)
 @click.option("--trait", help="Only searches naming this trait (required, forbidden or any-of).")
 @click.option(
     "--limit",
@@ -37,7 +43,7 @@ def fetch(client: PlacementClient, params: dict[str, Any], limit: int) -> list[d
     show_default=True,
     help="At most this many, the newest.",
 )
-@output_options
+@output_options(columns=COLUMNS)
 @pass_context
 def failures(
     ctx: Context,

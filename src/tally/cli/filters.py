@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from tally.cli import inputs
 from tally.nova.shapes import ShapeError, parse_shape, query_value
 
 
@@ -33,7 +34,8 @@ def required_params(required: tuple[str, ...], forbidden: tuple[str, ...] = ()) 
 def member_of_params(member_of: tuple[str, ...]) -> list[str]:
     """Aggregates as `member_of` values: `A,B` means any of them (`in:A,B`); `in:...`,
     `!A` and `!in:...` pass as given. Each repetition must also hold (1.24)."""
-    return [m if m.startswith(("in:", "!")) or "," not in m else f"in:{m}" for m in member_of]
+    checked = [inputs.member_of(m) for m in member_of]
+    return [m if m.startswith(("in:", "!")) or "," not in m else f"in:{m}" for m in checked]
 
 
 def _is_group(value: str) -> bool:

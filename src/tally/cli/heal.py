@@ -20,7 +20,7 @@ COLUMNS = ("server", "action", "allocations", "reason", "applied", "error")
 @click.option("--dry-run", is_flag=True, help="Show what would be written (the default).")
 @click.option("--apply", is_flag=True, help="Write the allocations.")
 @click.option("--force", is_flag=True, help="Rewrite allocations from the flavor even if present.")
-@output_options
+@output_options(columns=COLUMNS)
 @pass_context
 def heal(
     ctx: Context,

@@ -7,7 +7,8 @@ import datetime as dt
 
 import click
 
-from tally.cli.context import PROVIDER, Context, Output, ProviderRef, output_options, pass_context
+from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
+from tally.cli.inputs import Uuid
 from tally.cli.scripting import Duration, ago, pages
 
 COLUMNS = (
@@ -27,10 +28,12 @@ COLUMNS = (
     "project_id",
     "detail",
 )
+SHORT = ("time", "action", "consumer", "resource_class", "before", "after")
+NOTHING = "No change recorded matches."
 
 
 @click.command("history")
-@click.argument("consumer", required=False)
+@click.argument("consumer", required=False, type=Uuid())
 @click.option("--provider", type=PROVIDER, help="Only changes of this provider (uuid or name).")
 @click.option(
     "--since", type=Duration(), help="Only changes of this last while (90s, 30m, 1h, 7d)."
@@ -45,7 +48,7 @@ COLUMNS = (
     show_default=True,
     help="At most this many changes, the newest.",
 )
-@output_options
+@output_options(columns=COLUMNS, short=SHORT)
 @pass_context
 def history(
     ctx: Context,
@@ -63,12 +66,12 @@ def history(
     project. `tally history CONSUMER`, `tally history --provider RP --since 7d`; with
     neither, every change. Tally's own API (admin only): upstream Placement has none.
     """
-    if consumer is not None and not ProviderRef.UUID.match(consumer):
-        raise click.BadParameter(f"{consumer!r} is not a uuid", param_hint="CONSUMER")
     params = {"consumer": consumer, "provider": provider, "since": ago(since), "until": ago(until)}
     missing = (
         "this Placement has no claim history (GET /tally/v1/history answered 404): "
         "it is Tally's own API"
     )
     rows = pages(ctx.client.history, "history", params, limit, missing)
-    out.rows(COLUMNS, rows)
+    if consumer is not None:  # the same on every row
+        out.short = tuple(c for c in out.short if c != "consumer")
+    out.rows(COLUMNS, rows, prose=("detail",), empty=NOTHING)

@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from tally.cli import exits
+from tally.cli import exits, inputs
 from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
 from tally.cli.inventory_report import render_check
 from tally.clients.errors import PlacementError
@@ -34,7 +34,8 @@ safe.
 
 
 class ResourceType(click.ParamType):
-    """`CLASS=TOTAL`, `CLASS=TOTAL:RESERVED` or `CLASS:FIELD=VALUE`."""
+    """`CLASS=TOTAL`, `CLASS=TOTAL:RESERVED` or `CLASS:FIELD=VALUE`, each name and
+    amount checked as Placement would (`VCPU=-4` is bad input, not a capacity gap)."""
 
     name = "resource"
 
@@ -45,19 +46,23 @@ class ResourceType(click.ParamType):
         rc, _, field = name.partition(":")
         if not (sep and rc and amount):
             self.fail(f"{value!r} is not CLASS=TOTAL[:RESERVED] or CLASS:FIELD=VALUE", param, ctx)
+        fault = inputs.class_fault(rc)
+        if fault:
+            self.fail(f"{value!r}: {fault}", param, ctx)
+        if field and field not in FIELDS:
+            self.fail(f"unknown inventory field {field!r}; one of {', '.join(FIELDS)}", param, ctx)
         try:
+            if field == "allocation_ratio":
+                return rc, {field: inputs.ratio(amount)}
             if field:
-                if field not in FIELDS:
-                    known = ", ".join(FIELDS)
-                    self.fail(f"unknown inventory field {field!r}; one of {known}", param, ctx)
-                return rc, {field: float(amount) if field == "allocation_ratio" else int(amount)}
+                return rc, {field: inputs.count(field, amount)}
             total, _, reserved = amount.partition(":")
-            record = {"total": int(total)}
+            record = {"total": inputs.count("total", total)}
             if reserved:
-                record["reserved"] = int(reserved)
+                record["reserved"] = inputs.count("reserved", reserved)
             return rc, record
-        except ValueError:
-            self.fail(f"{value!r}: amounts must be numbers", param, ctx)
+        except ValueError as exc:
+            self.fail(f"{value!r}: {exc}", param, ctx)
 
 
 def resource_option(help: str) -> Callable:
@@ -87,7 +92,29 @@ def asked_inventories(
             f"no total for {', '.join(missing)}: give it (--resource {missing[0]}=TOTAL) "
             "or use --amend to change some fields of an existing inventory"
         )
+    for rc, record in sorted(asked.items()):
+        if record.get("reserved", 0) > record["total"]:
+            raise click.BadParameter(
+                f"{rc}: reserved {record['reserved']} is more than its total {record['total']}",
+                param_hint="--resource",
+            )
     return asked
+
+
+def check_classes(client: PlacementClient, asked: Mapping[str, Any], have: Mapping[str, Any]):
+    """Bad input (127) naming each class asked that the provider has not and this
+    Placement does not know, before the pre-check reads anything more."""
+    new = set(asked) - set(have)
+    if not new or not client.at_least("1.2"):
+        return
+    known = {found["name"] for found in client.get("/resource_classes")["resource_classes"]}
+    unknown = sorted(new - known)
+    if unknown:
+        raise click.BadParameter(
+            f"no resource class {', '.join(unknown)} on this Placement (`tally resource "
+            "class list` shows them; `tally resource class create CUSTOM_...` makes one)",
+            param_hint="--resource",
+        )
 
 
 def guarded_write(
@@ -139,7 +166,7 @@ def list_(ctx: Context, out: Output, uuid: str) -> None:
 
 @inventory.command("show")
 @click.argument("uuid", type=PROVIDER)
-@click.argument("resource_class")
+@click.argument("resource_class", type=inputs.ClassName())
 @output_options
 @pass_context
 def show(ctx: Context, out: Output, uuid: str, resource_class: str) -> None:
@@ -177,6 +204,7 @@ def set_(
     client = ctx.client
     current = client.inventories(uuid)
     asked = asked_inventories(current["inventories"], resources, amend)
+    check_classes(client, asked, current["inventories"])
     generation = current["resource_provider_generation"]
 
     def write() -> dict[str, Any] | None:
@@ -190,6 +218,7 @@ def set_(
 @click.argument("uuid", type=PROVIDER)
 @click.option(
     "--resource-class",
+    type=inputs.ClassName(),
     help="Delete only this class; without it every inventory of the provider is "
     "deleted (microversion 1.5 or later).",
 )

@@ -285,6 +285,10 @@ def tracker(ctx: Context, out: Output, host: str | None) -> None:
     out.rows(("host", "provider", "inventory_written", "error"), found)
 
 
+BREAK_FIELDS = ("kind", "server", "migration", "migration_status", "host", "providers")
+BREAK_COLUMNS = (*BREAK_FIELDS, "held")  # held: the consumers left holding allocations
+
+
 @lab.command("break")
 @click.argument("kind", type=click.Choice(FAULTS))
 @click.option(
@@ -292,20 +296,22 @@ def tracker(ctx: Context, out: Output, host: str | None) -> None:
 )
 @click.option("--host", help="The host (service-delete) or where to pick the server.")
 @click.option("--target", help="Destination host of the move (migration-*, evacuation).")
-@output_options
+@output_options(columns=BREAK_COLUMNS)
 @pass_context
 def break_(
     ctx: Context, out: Output, kind: str, server: str | None, host: str | None, target: str | None
 ) -> None:
-    """Inject one fault of KIND, leaving in Placement the traces the real failure leaves."""
+    """Inject one fault of KIND, leaving in Placement the traces the real failure
+    leaves; the columns: kind, server, migration, migration_status, host, providers
+    (source, destination) and held (the consumers left holding allocations)."""
     spec = {"kind": kind, "server": server, "host": host, "target": target}
     report = compute(ctx).post("/os-lab/faults", {"fault": spec})["fault"]
-    if out.fmt != "table":
-        out.dump(report)
+    if out.fmt != "table" or out.columns:
+        out.record(report, BREAK_COLUMNS)
         return
-    out.record(report, ["kind", "server", "migration", "migration_status", "host", "providers"])
+    out.record(report, BREAK_FIELDS)
     click.echo("Consumers left holding allocations:")
-    out.rows(("consumer", "consumer_type", "allocations"), report["held"])
+    out.rows(("consumer", "consumer_type", "allocations"), report["held"], empty="None.")
 
 
 @lab.command("reset")
@@ -316,7 +322,7 @@ def reset(ctx: Context, out: Output) -> None:
     providers from Placement; `tally lab up` builds it again."""
     done = compute(ctx).post("/os-lab/reset")["reset"]
     if out.fmt != "table":
-        out.dump(done)
+        out.record(done)
         return
     click.echo(
         f"Lab reset: removed {done['servers']} servers, {done['migrations']} migrations, "

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from tally.cli import inputs
 from tally.cli.aggregate import aggregate
 from tally.cli.allocation import allocation
 from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
@@ -39,7 +40,7 @@ provider.add_command(allocation)
 
 
 @provider.command("list")
-@click.option("--uuid", help="Only the provider with this UUID.")
+@click.option("--uuid", type=inputs.Uuid(), help="Only the provider with this UUID.")
 @click.option("--name", help="Only the provider with this name.")
 @click.option(
     "--resource",
@@ -49,7 +50,10 @@ provider.add_command(allocation)
     help="Only providers with the capacity to serve this amount now (1.4). Repeatable.",
 )
 @click.option(
-    "--in-tree", metavar="UUID", help="Only providers in the tree of this provider (1.14)."
+    "--in-tree",
+    type=inputs.Uuid(),
+    metavar="UUID",
+    help="Only providers in the tree of this provider (1.14).",
 )
 @click.option(
     "--required",
@@ -103,8 +107,10 @@ def show(ctx: Context, out: Output, uuid: str, allocations: bool) -> None:
 
 @provider.command("create")
 @click.argument("name")
-@click.option("--uuid", help="UUID of the new provider (default: the server picks one).")
-@click.option("--parent-provider", help="UUID of its parent provider (1.14).")
+@click.option(
+    "--uuid", type=inputs.Uuid(), help="UUID of the new provider (default: the server picks one)."
+)
+@click.option("--parent-provider", type=inputs.Uuid(), help="UUID of its parent provider (1.14).")
 @output_options
 @pass_context
 def create(ctx: Context, out: Output, name: str, uuid: str | None, parent_provider: str | None):
@@ -123,6 +129,7 @@ def create(ctx: Context, out: Output, name: str, uuid: str | None, parent_provid
 @click.option("--name", help="The new name (default: keep the name).")
 @click.option(
     "--parent-provider",
+    type=inputs.Uuid(),
     help="UUID of the new parent provider (1.14; replacing an existing parent needs 1.37).",
 )
 @output_options

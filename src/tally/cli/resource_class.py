@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tally.cli import inputs
 from tally.cli.context import Context, Output, output_options, pass_context
 
 BASE = "/resource_classes"
@@ -29,7 +30,7 @@ def list_(ctx: Context, out: Output) -> None:
 
 
 @resource_class.command("show")
-@click.argument("name")
+@click.argument("name", type=inputs.ClassName())
 @output_options
 @pass_context
 def show(ctx: Context, out: Output, name: str) -> None:
@@ -39,7 +40,7 @@ def show(ctx: Context, out: Output, name: str) -> None:
 
 
 @resource_class.command("create")
-@click.argument("name")
+@click.argument("name", type=inputs.ClassName(custom=True))
 @pass_context
 def create(ctx: Context, name: str) -> None:
     """Create custom resource class NAME (CUSTOM_ followed by A-Z, 0-9 and _)."""
@@ -48,7 +49,7 @@ def create(ctx: Context, name: str) -> None:
 
 
 @resource_class.command("delete")
-@click.argument("name")
+@click.argument("name", type=inputs.ClassName())
 @pass_context
 def delete(ctx: Context, name: str) -> None:
     """Delete custom resource class NAME (refused while inventories use it)."""

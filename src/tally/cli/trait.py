@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from tally.cli import inputs
 from tally.cli.context import PROVIDER, Context, Output, output_options, pass_context
 
 TRAITS_NEED = "1.6"
@@ -34,7 +35,7 @@ def list_(ctx: Context, out: Output, name: str | None, associated: bool) -> None
 
 
 @trait.command("show")
-@click.argument("name")
+@click.argument("name", type=inputs.TraitName())
 @output_options
 @pass_context
 def show(ctx: Context, out: Output, name: str) -> None:
@@ -45,7 +46,7 @@ def show(ctx: Context, out: Output, name: str) -> None:
 
 
 @trait.command("create")
-@click.argument("name")
+@click.argument("name", type=inputs.TraitName(custom=True))
 @pass_context
 def create(ctx: Context, name: str) -> None:
     """Create custom trait NAME (CUSTOM_ followed by A-Z, 0-9 and _); no error if it exists."""
@@ -54,7 +55,7 @@ def create(ctx: Context, name: str) -> None:
 
 
 @trait.command("delete")
-@click.argument("name")
+@click.argument("name", type=inputs.TraitName())
 @pass_context
 def delete(ctx: Context, name: str) -> None:
     """Delete custom trait NAME (refused while a provider has it)."""
@@ -79,7 +80,9 @@ def provider_list(ctx: Context, out: Output, uuid: str) -> None:
 
 @provider_trait.command("set")
 @click.argument("uuid", type=PROVIDER)
-@click.option("--trait", "traits", multiple=True, help="A trait; repeat for several.")
+@click.option(
+    "--trait", "traits", multiple=True, type=inputs.TraitName(), help="A trait; repeat for several."
+)
 @output_options
 @pass_context
 def provider_set(ctx: Context, out: Output, uuid: str, traits: tuple[str, ...]) -> None:

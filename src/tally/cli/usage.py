@@ -33,7 +33,10 @@ def usage() -> None:
 
 
 @usage.command("show")
-@click.option("--project", "--project-id", "project", required=True, help="The project ID.")
+@click.argument("project_id", metavar="PROJECT", required=False)
+@click.option(
+    "--project", "--project-id", "project", help="The project ID (or give it as PROJECT)."
+)
 @click.option("--user", "--user-id", "user", help="Only this user's consumption.")
 @click.option(
     "--consumer-type",
@@ -42,12 +45,23 @@ def usage() -> None:
 )
 @output_options
 @pass_context
-def show(ctx: Context, out: Output, project: str, user: str | None, consumer_type: str | None):
-    """Show the total usage of a project (or one of its users) per resource class.
+def show(
+    ctx: Context,
+    out: Output,
+    project_id: str | None,
+    project: str | None,
+    user: str | None,
+    consumer_type: str | None,
+):
+    """Show the total usage of project PROJECT (or one of its users) per resource
+    class, as `openstack resource usage show PROJECT` (`--project` too).
 
     From microversion 1.38 the usage is broken down by consumer type, with the
     number of consumers of each type.
     """
+    if bool(project_id) == bool(project):
+        raise click.UsageError("give the project once: PROJECT or --project")
+    project = project_id or project
     ctx.client.require("1.9", "usage show")
     params = {"project_id": project, "user_id": user, "consumer_type": consumer_type}
     found = ctx.client.get("/usages", params)["usages"]

@@ -47,7 +47,7 @@ def records_of(client: PlacementClient, request_id: str) -> list[dict[str, Any]]
 
 @click.command("why")
 @click.argument("request_id", metavar="REQUEST-ID|SERVER")
-@output_options
+@output_options(csv_ok=False)
 @pass_context
 def why(ctx: Context, out: Output, request_id: str) -> None:
     """Why the search of REQUEST-ID|SERVER found nothing: when, who asked, the

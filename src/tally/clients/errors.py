@@ -12,11 +12,17 @@ ClientError                 anything the client could not do
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import httpx
 
-from tally.placement.errors import INVENTORY_IN_USE  # a leaf: codes only, nothing of tally
+from tally.placement.errors import DEFAULT as UNDEFINED_CODE  # a leaf: codes only
+from tally.placement.errors import INVENTORY_IN_USE
+
+SCHEMA_WORDS = "JSON does not validate: "
+_SCHEMA_TAIL = re.compile(r"\.?\s*Failed validating .*", re.S)  # Tally's one line, upstream's dump
+_INSTANCE = re.compile(r"On instance((?:\[[^\]]*\])+)")
 
 
 class ClientError(Exception):
@@ -82,11 +88,17 @@ class PlacementError(ClientError):
         return self.status == 409 and "in use" in self.detail and "Inventory for" in self.detail
 
     def message(self) -> str:
-        facts = [f"HTTP {self.status}" + (f" {self.code}" if self.code else "")]
-        facts.append(f"{self.method} {self.path}")
+        """For an operator: the server's title and its detail (a schema refusal as
+        the field and what is wrong with it, not the validator's words), then the
+        status, its code (unless `placement.undefined_code`, which says nothing),
+        the request and its id."""
+        code = f" {self.code}" if self.code and self.code != UNDEFINED_CODE else ""
+        facts = [f"HTTP {self.status}{code}", f"{self.method} {self.path}"]
         if self.request_id:
             facts.append(f"request {self.request_id}")
-        return f"{self.detail} ({', '.join(facts)})"
+        detail = readable(self.detail)
+        said = detail if detail.startswith(self.title) else f"{self.title}: {detail}"
+        return f"{said} ({', '.join(facts)})"
 
     @classmethod
     def from_response(cls, response: httpx.Response) -> PlacementError:
@@ -112,3 +124,19 @@ class PlacementError(ClientError):
             request_id=first.get("request_id") or response.headers.get("openstack-request-id"),
             extra={k: v for k, v in first.items() if k not in known},
         )
+
+
+def readable(detail: str) -> str:
+    """A schema refusal (`JSON does not validate: MESSAGE. Failed validating ...
+    On instance['inventories']['VCPU']['total']`, Tally's one line or upstream's
+    dump of the schema) as `inventories.VCPU.total: MESSAGE`; any other detail as
+    it is."""
+    if not detail.startswith(SCHEMA_WORDS):
+        return detail
+    message = _SCHEMA_TAIL.sub("", detail[len(SCHEMA_WORDS) :]).strip().rstrip(".")
+    where = _INSTANCE.search(detail)
+    if where is None:
+        return message
+    keys = re.findall(r"\[([^\]]*)\]", where.group(1))
+    field = "".join(f"[{k}]" if k.isdigit() else f".{k.strip(chr(39))}" for k in keys)
+    return f"{field.lstrip('.')}: {message}"

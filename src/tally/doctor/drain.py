@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tally.clients.compute import ComputeClient, ComputeError
-from tally.clients.errors import ClientError
+from tally.clients.errors import BadInput
 from tally.clients.placement import PlacementClient
 from tally.doctor.cloud import MIGRATION_OVER, Progress, paged
 
@@ -76,7 +76,7 @@ def drain(
 ) -> DrainReport:
     services = compute.get("/os-services", {"host": host, "binary": "nova-compute"})["services"]
     if not services:
-        raise ClientError(f"no nova-compute service on host {host}")
+        raise BadInput(f"no compute host {host} in the compute API")
     named = placement.get("/resource_providers", {"name": host})["resource_providers"]
     provider = named[0]["uuid"] if named else None
     servers = [

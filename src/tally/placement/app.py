@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import falcon
 import orjson
 import sqlalchemy as sa
@@ -74,13 +76,18 @@ ROUTES = (
 
 
 def create_app(
-    settings: Settings, engine: sa.Engine | None = None, index: Index | None = None
+    settings: Settings,
+    engine: sa.Engine | None = None,
+    index: Index | None = None,
+    beside: dict[str, Any] | None = None,
 ) -> falcon.App:
     """Build the Placement app over a prepared database
     (`ledger.bootstrap.prepare_database`, run by `tally serve` and `tally db upgrade`).
     It searches `index`, or an index of its own (`context.new_index`): apps handed
     the same index (in one process, over one database) share one copy; the
-    page and the doctor's in-process client reach it through this app."""
+    page and the doctor's in-process client reach it through this app. `beside`:
+    the OpenAPI path items of what is served next to it (`/healthcheck`, `/metrics`),
+    listed in its `/openapi.json`."""
     engine = engine or make_engine(settings.database)
     if index is None:
         index = new_index(settings)
@@ -110,18 +117,18 @@ def create_app(
     json_handler = falcon.media.JSONHandler(dumps=orjson.dumps, loads=orjson.loads)
     app.resp_options.media_handlers[falcon.MEDIA_JSON] = json_handler
     for path, resource in ROUTES:
-        app.add_route(path, _resource(resource, service))
+        app.add_route(path, _resource(resource, service, beside))
     app.add_error_handler(Exception, error_responses.handle_unexpected)
     app.add_error_handler(TallyError, error_responses.handle_tally_error)
     app.set_error_serializer(error_responses.serialize_falcon_error)
     return app
 
 
-def _resource(factory: type, service: Service) -> object:
+def _resource(factory: type, service: Service, beside: dict[str, Any] | None) -> object:
     if factory is root.Home:
         return factory()
     if factory is openapi.Document:
-        return factory(ROUTES)
+        return factory(ROUTES, beside)
     return factory(service)
 
 

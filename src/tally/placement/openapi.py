@@ -230,10 +230,13 @@ def document(routes: Routes, version: str) -> Schema:
 
 
 class Document:
-    """GET /openapi.json: the API at one microversion, as OpenAPI 3.1."""
+    """GET /openapi.json: the API at one microversion, as OpenAPI 3.1; with the
+    paths served beside Placement (`beside`: path -> path item, such as
+    `/healthcheck` and `/metrics`, which `tally.serve` mounts and describes)."""
 
-    def __init__(self, routes: Routes) -> None:
+    def __init__(self, routes: Routes, beside: Schema | None = None) -> None:
         self.routes = routes
+        self.beside = copy.deepcopy(beside or {})
 
     def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
         """`?microversion=1.x` (default: the latest); no authentication needed."""
@@ -248,4 +251,6 @@ class Document:
             )
         checked_query(req, params)
         version = microversion.NEWEST if wanted == "latest" else wanted
-        resp.media = {**document(self.routes, version), "servers": [{"url": req.root_path or "/"}]}
+        found = document(self.routes, version)
+        paths = {**found["paths"], **self.beside}
+        resp.media = {**found, "paths": paths, "servers": [{"url": req.root_path or "/"}]}

@@ -95,11 +95,14 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
     from tally.placement.ledger.usages import sample as provider_sample
     from tally.placement.microversion import NEWEST
     from tally.serve.fill_gauges import FillGauges, in_process_compute
-    from tally.serve.health import Healthcheck, is_admin
+    from tally.serve.health import OPENAPI as health_openapi
+    from tally.serve.health import Healthcheck, is_admin, is_identified
+    from tally.serve.metrics import OPENAPI as metrics_openapi
     from tally.serve.metrics import MetricsApp
     from tally.serve.page import create_page, in_process_client
 
-    placement = placement_app(settings, engine)
+    beside = {"/healthcheck": health_openapi, "/metrics": metrics_openapi}
+    placement = placement_app(settings, engine, beside=beside)
     own_client = in_process_client(settings, engine, placement)  # the page's and the gauges'
     ui: WSGIApp = create_page(settings, engine, placement=own_client)
     health: WSGIApp = Healthcheck(engine, settings.auth_strategy)
@@ -110,6 +113,7 @@ def _compose(settings: Settings, engine: sa.Engine) -> Server:
         lambda env: is_admin(env, settings.auth_strategy),
         provider_sample,
         gauges,
+        lambda env: is_identified(env, settings.auth_strategy),
     )
     if not lab_enabled(settings):
         return Server(

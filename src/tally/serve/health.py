@@ -34,6 +34,36 @@ ANSWER_SECONDS = 2.0
 _ASKING = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="health")
 
 
+_TEXT = {"schema": {"type": "string"}}
+_ANSWER = {"text/plain": _TEXT, "application/json": {"schema": {"type": "object"}}}
+# Its path item in /openapi.json (tally.placement.openapi.Document's `beside`): served
+# at the root whatever the document's prefix (`servers`), and open without a token.
+OPENAPI: dict[str, Any] = {
+    "servers": [{"url": "/"}],
+    "get": {
+        "operationId": "get_healthcheck",
+        "description": "For load balancers, open without a token: 200 and `OK` while the "
+        "database answers (on Galera: this node ready, in the Primary Component, synced), "
+        "503 and the reason otherwise; with `Accept: application/json` oslo.middleware's "
+        "body, detailed for an admin token.",
+        "security": [],
+        "responses": {
+            "200": {"description": "OK", "content": _ANSWER},
+            "503": {"description": "Service Unavailable", "content": _ANSWER},
+        },
+    },
+    "head": {
+        "operationId": "head_healthcheck",
+        "description": "As GET, with no body.",
+        "security": [],
+        "responses": {
+            "204": {"description": "No Content"},
+            "503": {"description": "Service Unavailable"},
+        },
+    },
+}
+
+
 class Healthcheck:
     def __init__(self, engine: sa.Engine, auth_strategy: str) -> None:
         self.engine = engine
@@ -110,6 +140,15 @@ class Healthcheck:
 
     def is_admin(self, environ: dict[str, Any]) -> bool:
         return is_admin(environ, self.auth_strategy)
+
+
+def is_identified(environ: dict[str, Any], auth_strategy: str) -> bool:
+    """Whether the caller is anyone at all: auth_token's (or the lab filter's)
+    confirmed identity, or under noauth a token (as Placement's noauth, which
+    answers 401 to a request without one)."""
+    if auth_strategy != "noauth" or environ.get("HTTP_X_IDENTITY_STATUS"):
+        return environ.get("HTTP_X_IDENTITY_STATUS") == "Confirmed"
+    return bool(environ.get("HTTP_X_AUTH_TOKEN"))
 
 
 def is_admin(environ: dict[str, Any], auth_strategy: str) -> bool:

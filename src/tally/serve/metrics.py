@@ -83,13 +83,35 @@ def render(
     return generate_latest(registry)
 
 
+# Its path item in /openapi.json (tally.placement.openapi.Document's `beside`), at the
+# root whatever the document's prefix; the token of the document's security scheme.
+OPENAPI: dict[str, Any] = {
+    "servers": [{"url": "/"}],
+    "get": {
+        "operationId": "get_metrics",
+        "description": "Prometheus's text exposition: requests, retries, provider and "
+        "capacity gauges. An admin token only.",
+        "responses": {
+            "200": {
+                "description": "OK",
+                "content": {"text/plain": {"schema": {"type": "string"}}},
+            },
+            "401": {"description": "Unauthorized: no token, or one not confirmed"},
+            "403": {"description": "Forbidden: not an admin"},
+        },
+    },
+}
+
+
 class _Yield:
     def __init__(self, collect: Callable[[], Iterable[Any]]) -> None:
         self.collect = collect
 
 
 class MetricsApp:
-    """`/metrics`: the exposition to an admin, 403 to anyone else. The provider
+    """`/metrics`: the exposition to an admin, 401 to a caller without a token (or
+    one Keystone did not confirm: auth_token adds where to get one), 403 to anyone
+    else. The provider
     gauges come from `provider_sample(engine, max_providers)` (the Placement
     ledger's, passed in by the server: this module sits below the database layer,
     which counts its retries here, so it imports nothing of Placement); the capacity
@@ -102,14 +124,20 @@ class MetricsApp:
         is_admin: Callable[[dict], bool],
         provider_sample: Callable[[Any, int], list[tuple[str, str, int, int, int]]],
         capacity_sample: Callable[[], Iterable[Any]] = list,
+        is_identified: Callable[[dict], bool] = lambda environ: True,
     ) -> None:
         self.engine, self.settings, self.is_admin = engine, settings, is_admin
+        self.is_identified = is_identified
         self.provider_sample, self.capacity_sample = provider_sample, capacity_sample
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> Iterable[bytes]:
         if environ.get("REQUEST_METHOD") not in ("GET", "HEAD"):
             start_response("405 Method Not Allowed", [("Allow", "GET, HEAD")])
             return [b""]
+        if not self.is_identified(environ):
+            body = b"Authentication required: an admin token (x-auth-token) reads /metrics.\n"
+            start_response("401 Unauthorized", [("Content-Type", "text/plain")])
+            return [body]
         if not self.is_admin(environ):
             body = b"Only an admin token may read /metrics.\n"
             start_response("403 Forbidden", [("Content-Type", "text/plain")])
