@@ -15,8 +15,8 @@ from tally.cli.context import (
     cell,
     output_options,
     pass_context,
-    progress_bar,
 )
+from tally.cli.progress import phases
 from tally.cli.scripting import STUCK_AFTER, notes, summary
 from tally.clients.errors import PlacementError
 from tally.doctor import audit as doctor
@@ -124,10 +124,10 @@ def audit(
         raise click.UsageError("--apply goes with --delete")
     if provider is not None:
         _must_exist(ctx, provider)
-    with progress_bar("reading allocations") as tick:
-        report = doctor.audit(ctx.client, ctx.compute, provider, tick, stuck_after)
-    if delete:
-        report = doctor.remove(ctx.client, report, apply)
+    with phases("audit") as progress:
+        report = doctor.audit(ctx.client, ctx.compute, provider, progress, stuck_after)
+        if delete:
+            report = doctor.remove(ctx.client, report, apply, progress)
     out.rows(COLUMNS, rows(report, verbose))
     counts = ", ".join(f"{n} {kind}" for kind, n in report.counts().items() if n)
     summary(f"{len(report.consumers)} consumers: {counts or 'none'}")

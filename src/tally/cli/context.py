@@ -6,21 +6,19 @@ output rendering
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import functools
 import json
 import os
 import re
 import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import click
 import yaml
 from rich import box
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
@@ -242,17 +240,6 @@ def console(err: bool = False) -> Console:
     if stream.isatty():
         return Console(file=stream, highlight=False)
     return Console(file=stream, width=400, highlight=False, no_color=True)
-
-
-@contextlib.contextmanager
-def progress_bar(what: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A rich progress bar on stderr when it is a terminal; nothing otherwise."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    with Progress(console=console(err=True), transient=True) as bar:
-        task = bar.add_task(what, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def shown(text: str) -> Text:

@@ -7,7 +7,8 @@ import dataclasses
 import click
 
 from tally.cli import exits
-from tally.cli.context import Context, Output, cell, output_options, pass_context, progress_bar
+from tally.cli.context import Context, Output, cell, output_options, pass_context
+from tally.cli.progress import phases
 from tally.doctor import drain as doctor
 
 
@@ -23,9 +24,9 @@ def drain(ctx: Context, out: Output, host: str, apply: bool, reason: str, timeou
     wait for each migration, check its provider holds no allocations, and report
     what is left. HOST stays disabled afterwards: the last line says how to enable
     it again. A dry run unless --apply; exit 1 unless drained."""
-    with progress_bar("migrating servers") as tick:
+    with phases("drain") as progress:
         report = doctor.drain(
-            ctx.client, ctx.compute, host, apply, reason, timeout=timeout, progress=tick
+            ctx.client, ctx.compute, host, apply, reason, timeout=timeout, progress=progress
         )
     if out.fmt in ("json", "yaml"):
         out.dump(report.as_dict())

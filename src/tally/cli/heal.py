@@ -7,7 +7,8 @@ import dataclasses
 import click
 
 from tally.cli import exits
-from tally.cli.context import Context, Output, output_options, pass_context, progress_bar
+from tally.cli.context import Context, Output, output_options, pass_context
+from tally.cli.progress import phases
 from tally.cli.scripting import notes, summary
 from tally.doctor.heal import heal as heal_allocations
 
@@ -45,9 +46,9 @@ def heal(
     """
     if apply and dry_run:
         raise click.UsageError("--dry-run and --apply exclude each other")
-    with progress_bar("checking servers") as tick:
+    with phases("heal") as progress:
         report = heal_allocations(
-            ctx.client, ctx.compute, instance, max_count, apply, force, progress=tick
+            ctx.client, ctx.compute, instance, max_count, apply, force, progress=progress
         )
     out.rows(COLUMNS, (dataclasses.asdict(h) for h in report.healings))
     healable = [h for h in report.healings if h.action != "no-provider"]

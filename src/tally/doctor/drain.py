@@ -16,7 +16,8 @@ from typing import Any
 from tally.clients.compute import ComputeClient, ComputeError
 from tally.clients.errors import ClientError
 from tally.clients.placement import PlacementClient
-from tally.doctor.cloud import MIGRATION_OVER, Progress, paged
+from tally.doctor.cloud import MIGRATION_OVER, paged
+from tally.progress import Progress, quiet
 
 REASON = "drained by tally"
 
@@ -72,7 +73,7 @@ def drain(
     reason: str = REASON,
     wait: Callable[[], None] | None = None,
     timeout: float = 600.0,
-    progress: Progress | None = None,
+    progress: Progress = quiet,
 ) -> DrainReport:
     services = compute.get("/os-services", {"host": host, "binary": "nova-compute"})["services"]
     if not services:
@@ -120,7 +121,7 @@ def _wait(
     moves: dict[str, Move],
     wait: Callable[[], None],
     timeout: float,
-    progress: Progress | None,
+    progress: Progress,
 ) -> tuple[Move, ...]:
     deadline = time.monotonic() + timeout
     pending = [s for s, m in moves.items() if m.status == "started"]
@@ -134,8 +135,7 @@ def _wait(
             if latest and latest["status"] in MIGRATION_OVER:
                 moves[server] = Move(server, latest["status"], latest.get("uuid"))
                 pending.remove(server)
-        if progress:
-            progress(len(moves) - len(pending), len(moves))
+        progress("live-migrate", len(moves) - len(pending), len(moves))
         if not pending:
             break
         if time.monotonic() > deadline:
