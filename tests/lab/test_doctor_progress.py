@@ -51,5 +51,6 @@ def test_audit_says_its_phases(two):
 
 def test_drain_says_its_phases(two):
     result = tally(two, "drain", "cmp-1", "--apply", "--timeout", "0", "-f", "json")
-    assert phases(result, "drain") == ["live-migrate"]
+    assert phases(result, "drain") == ["check the plan", "live-migrate"]
+    assert "drain: check the plan 0/1" in result.stderr
     assert json.loads(result.stdout)["host"] == "cmp-1"

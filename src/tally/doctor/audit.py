@@ -110,8 +110,16 @@ class Audit:
     def all_fixed(self) -> bool:
         """Everything found was fixed by the writes applied."""
         fixed = {w.target for w in self.writes if w.applied}
+        return self._covered(fixed) and not any(w.error for w in self.writes)
+
+    @property
+    def all_planned(self) -> bool:
+        """Everything found has a write, applied or (a dry run) not."""
+        return self._covered({w.target for w in self.writes})
+
+    def _covered(self, targets: set[str]) -> bool:
         wanted = {f.consumer_uuid for f in self.findings} | set(self.leaked_providers)
-        return bool(wanted) and wanted <= fixed and not any(w.error for w in self.writes)
+        return bool(wanted) and wanted <= targets
 
     def counts(self) -> dict[str, int]:
         found = dict.fromkeys(KINDS, 0)

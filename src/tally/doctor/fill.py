@@ -19,6 +19,7 @@ from tally.clients.placement import PlacementClient
 from tally.nova import fill as nova_fill
 from tally.nova.flavors import claimed_resources
 
+DISABLED = "COMPUTE_STATUS_DISABLED"  # on the provider of a disabled compute service
 # Nova's numbered request groups (resources1:..., trait_GPU:...): not one group.
 SUFFIXED_SPEC = re.compile(r"^(resources|trait)[^:]+:")
 
