@@ -124,8 +124,8 @@ def drain(
     if servers and not any(m.status == "started" for m in started.values()) and not was_disabled:
         _enable(compute, services[0], host)
         undone = f"every live migration was refused: {host} is enabled again, as it was"
-        left = _left(placement, provider)
-        return DrainReport(host, provider, False, tuple(started.values()), left, (undone,))
+        moves = tuple(started.values())
+        return DrainReport(host, provider, False, moves, plan.left, (undone,), was_disabled)
     moves = _wait(compute, started, wait or (lambda: time.sleep(2)), timeout, progress)
     return DrainReport(host, provider, True, moves, _left(placement, provider), (), was_disabled)
 
