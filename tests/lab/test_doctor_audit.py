@@ -21,6 +21,7 @@ RESERVE_ALL = "VCPU=16:16"  # the seed's change: refused while anything holds VC
 MEM_DISK = {"MEMORY_MB": 2048, "DISK_GB": 20}
 FLAVOR = {"VCPU": 1, **MEM_DISK}
 FOUND, ALL_FIXED, BAD_INPUT = 3, 4, 127  # nova-manage's exit codes
+PENDING = 5  # a dry run that would write
 
 
 def context(lab) -> Context:
@@ -109,7 +110,7 @@ def test_orphan_of_a_delete_while_down(broken):
     assert classes(rows) == {broken.web["id"]: "orphan"}
     assert rows[0]["fix"] == f"tally audit --provider {cmp1} --delete --apply"
     code, dry = run(broken, "audit", "--provider", "cmp-1", "--delete")  # by name too
-    assert code == FOUND
+    assert code == PENDING
     assert dry[0]["action"] == "would free cmp-1: VCPU=1, MEMORY_MB=2048, DISK_GB=20"
     assert broken.held(broken.web["id"])  # a dry run writes nothing
     code, done = run(broken, "audit", "--provider", cmp1, "--delete", "--apply")
@@ -319,7 +320,8 @@ def test_explain_prints_the_plan(broken):
 def test_heal_gives_a_server_its_flavor_on_its_host(broken):
     broken.placement.delete(f"/allocations/{broken.db['id']}")
     code, dry = run(broken, "heal")
-    assert code == 0 and [(h["server"], h["action"]) for h in dry] == [(broken.db["id"], "create")]
+    assert code == PENDING
+    assert [(h["server"], h["action"]) for h in dry] == [(broken.db["id"], "create")]
     assert broken.held(broken.db["id"]) == {}
     code, done = run(broken, "heal", "--apply")
     assert code == 0 and done[0]["applied"]
@@ -335,7 +337,7 @@ def test_heal_gives_a_server_booted_from_a_volume_no_root_disk(broken):
     assert claimed == {broken.rp["cmp-1"]: {"VCPU": 1, "MEMORY_MB": 2048}}
     broken.placement.delete(f"/allocations/{server['id']}")
     code, dry = run(broken, "heal", "--instance", server["id"])
-    assert code == 0 and dry[0]["allocations"] == claimed  # as Nova's heal_allocations
+    assert code == PENDING and dry[0]["allocations"] == claimed  # as Nova's heal_allocations
     code, done = run(broken, "heal", "--instance", server["id"], "--apply")
     assert code == 0 and done[0]["applied"]
     assert broken.held(server["id"]) == claimed
@@ -451,11 +453,17 @@ def test_explain_candidates_rejects_a_bad_request(broken):
 
 def test_drain_dry_run_lists_the_moves(broken):
     code, plan = run(broken, "drain", "cmp-1")
-    assert code == 1 and not plan["applied"]
+    assert code == PENDING and not plan["applied"]  # the plan holds; nothing written
     assert plan["moves"] == [
-        {"server": broken.web["id"], "status": "planned", "migration": None, "error": None}
+        {
+            "server": broken.web["id"],
+            "status": "planned",
+            "migration": None,
+            "error": None,
+            "target": "cmp-2",  # room for it, most free memory first (app is on cmp-3)
+        }
     ]
-    assert list(plan["left"]) == [broken.web["id"]]
+    assert plan["left"] == {}  # nothing stays behind
     assert broken.service("cmp-1")["status"] == "enabled"
 
 

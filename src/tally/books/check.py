@@ -11,6 +11,7 @@ is one line: how many rows, and the first few of them.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid as uuidlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
@@ -23,6 +24,7 @@ from tally.books.transfer import Books
 from tally.db import schema, tree_rules
 from tally.db.row_rules import LOWEST, inventory_fault, whole_in
 from tally.db.schema import resource_providers
+from tally.progress import Progress, quiet
 
 MAX_NAME = resource_providers.c.name.type.length  # a provider's name, as the API takes it
 SHOWN = 3  # offending rows shown per kind
@@ -38,11 +40,16 @@ class Fault:
         return f"{self.kind}: {len(self.rows)} row(s) ({shown})"
 
 
-def check(books: Books) -> list[Fault]:
-    """Every kind of fault found, in the order of the tables."""
+def check(books: Books, progress: Progress = quiet) -> list[Fault]:
+    """Every kind of fault found, in the order of the tables (`check rules` step
+    after step, as they go)."""
     found: dict[str, list[str]] = {}
-    for kind, row in _faults(books.rows):
-        found.setdefault(kind, []).append(row)
+    steps = _steps(books.rows)
+    for done, step in enumerate(steps):
+        progress("check rules", done, len(steps))
+        for kind, row in step():
+            found.setdefault(kind, []).append(row)
+    progress("check rules", len(steps), len(steps))
     return [Fault(kind, rows) for kind, rows in found.items()]
 
 
@@ -131,14 +138,30 @@ def _uuid(value: Any) -> bool:
         return False
 
 
-def _faults(rows: dict[str, list[dict]]) -> Iterator[tuple[str, str]]:
+Step = Callable[[], Iterable[tuple[str, str]]]
+
+
+def _steps(rows: dict[str, list[dict]]) -> list[Step]:
+    """The checks, one step a table or so: (kind, row) faults each."""
     classes = {r["id"] for r in rows["resource_classes"]}
     traits = {r["name"] for r in rows["traits"]}
     providers = {r["id"]: r for r in rows["resource_providers"]}
     aggregates = {r["id"] for r in rows["placement_aggregates"]}
     consumers = {r["uuid"] for r in rows["consumers"]}
-    yield from _provider_faults(providers)
-    yield from _inventory_faults(rows["inventories"], providers, classes)
+    return [
+        lambda: _provider_faults(providers),
+        lambda: _inventory_faults(rows["inventories"], providers, classes),
+        lambda: _link_faults(rows, providers, traits, aggregates),
+        lambda: _consumer_faults(rows["consumers"]),
+        lambda: _allocation_faults(rows["allocations"], providers, classes, consumers),
+        lambda: _name_faults(rows),
+        *(functools.partial(_column_faults, name, table_rows) for name, table_rows in rows.items()),
+    ]
+
+
+def _link_faults(
+    rows: dict[str, list[dict]], providers: dict[int, dict], traits: set[str], aggregates: set[int]
+) -> Iterator[tuple[str, str]]:
     for link in rows["resource_provider_traits"]:
         where = f"provider id {link['resource_provider_id']}"
         if link["resource_provider_id"] not in providers:
@@ -151,12 +174,12 @@ def _faults(rows: dict[str, list[dict]]) -> Iterator[tuple[str, str]]:
             yield "an aggregate of a provider that does not exist", where
         if link["aggregate_id"] not in aggregates:
             yield "a link to an aggregate that does not exist", where
-    for consumer in rows["consumers"]:
+
+
+def _consumer_faults(consumers: list[dict]) -> Iterator[tuple[str, str]]:
+    for consumer in consumers:
         if not _uuid(consumer["uuid"]):
             yield "a consumer uuid that is not a uuid", repr(consumer["uuid"])
-    yield from _allocation_faults(rows["allocations"], providers, classes, consumers)
-    yield from _name_faults(rows)
-    yield from _column_faults(rows)
 
 
 def _name_faults(rows: dict[str, list[dict]]) -> Iterator[tuple[str, str]]:
@@ -183,37 +206,37 @@ _RULED = {("inventories", field) for field in LOWEST} | {
 _BOOK_KEYS = {"resource_provider_traits": [("resource_provider_id", "trait")]}
 
 
-def _column_faults(rows: dict[str, list[dict]]) -> Iterator[tuple[str, str]]:
-    """What the target's columns cannot hold (it would refuse the whole copy with a
-    traceback, or hold a number that overflows later): a number past an INTEGER, a
-    text past its length, a value repeated in a unique column or key."""
-    for name, table_rows in rows.items():
-        table = getattr(schema, name)
-        numbers = [
-            c.name
-            for c in table.columns
-            if isinstance(c.type, sa.Integer) and not isinstance(c.type, sa.BigInteger)
-            and (name, c.name) not in _RULED
-        ]  # fmt: skip
-        texts = [
-            (c.name, c.type.length)
-            for c in table.columns
-            if isinstance(c.type, sa.String) and (name, c.name) not in _RULED
-        ]
-        for i, row in enumerate(table_rows):
-            where = f"{name} {'id ' + str(row['id']) if 'id' in row else 'row ' + str(i + 1)}"
-            for field in numbers:
-                value = row.get(field)
-                if value is not None and not whole_in(value, *INT_RANGE):
-                    yield "a number out of its column's range", f"{where} {field}={value!r}"
-            for field, length in texts:
-                value = row.get(field)
-                if value is not None and length and len(str(value)) > length:
-                    yield (
-                        "a text longer than its column",
-                        f"{where} {field}: {len(str(value))} > {length}",
-                    )
-        yield from _repeats(name, table, table_rows)
+def _column_faults(name: str, table_rows: list[dict]) -> Iterator[tuple[str, str]]:
+    """What the target's columns of table `name` cannot hold (it would refuse the
+    whole copy with a traceback, or hold a number that overflows later): a number
+    past an INTEGER, a text past its length, a value repeated in a unique column or
+    key."""
+    table = getattr(schema, name)
+    numbers = [
+        c.name
+        for c in table.columns
+        if isinstance(c.type, sa.Integer) and not isinstance(c.type, sa.BigInteger)
+        and (name, c.name) not in _RULED
+    ]  # fmt: skip
+    texts = [
+        (c.name, c.type.length)
+        for c in table.columns
+        if isinstance(c.type, sa.String) and (name, c.name) not in _RULED
+    ]
+    for i, row in enumerate(table_rows):
+        where = f"{name} {'id ' + str(row['id']) if 'id' in row else 'row ' + str(i + 1)}"
+        for field in numbers:
+            value = row.get(field)
+            if value is not None and not whole_in(value, *INT_RANGE):
+                yield "a number out of its column's range", f"{where} {field}={value!r}"
+        for field, length in texts:
+            value = row.get(field)
+            if value is not None and length and len(str(value)) > length:
+                yield (
+                    "a text longer than its column",
+                    f"{where} {field}: {len(str(value))} > {length}",
+                )
+    yield from _repeats(name, table, table_rows)
 
 
 def _repeats(name: str, table: sa.Table, table_rows: list[dict]) -> Iterator[tuple[str, str]]:

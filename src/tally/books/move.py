@@ -21,11 +21,12 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from tally.books import check, transfer, verify
-from tally.books.transfer import Progress, TransferError
+from tally.books.transfer import TransferError
 from tally.db import probe
 from tally.db import upstream_schema as upstream
 from tally.db.engine import make_engine
 from tally.db.transaction import transaction
+from tally.progress import Progress, quiet
 
 T = TypeVar("T")
 
@@ -66,23 +67,25 @@ def import_from(
     with snapshot(probe.read_only_engine(src)) as sconn:
         found = _read(src, lambda: probe.identify_connection(sconn))
         _importable(src, found)
-        books = _read(src, lambda: transfer.read_upstream(sconn, max_rows))
+        books = _read(src, lambda: transfer.read_upstream(sconn, max_rows, progress))
         repaired = check.repair(books) if repair else []
-        faults = check.check(books)
+        faults = check.check(books, progress)
         if faults:  # before anything is written, dry run or not
             raise TransferError(check.refusal(faults))
         state = _tally_target_state(dst)
         if dry_run:
-            report = verify.survey(sconn, "upstream")
+            report = verify.survey(sconn, "upstream", progress)
         else:
             engine = make_engine(target_url)
             try:
+                progress("prepare the target", 0, 0)
                 prepare(engine)
                 with transaction(engine, write=True) as tconn:
                     _refuse_nonempty(tconn, dst)
                     transfer.write_tally(tconn, books, progress)
-                    compared = verify.compare(sconn, "upstream", tconn, "tally")
+                    compared = verify.compare(sconn, "upstream", tconn, "tally", progress)
                     report = _checked(compared, REPAIRABLE if repaired else ())
+                    progress("commit", 0, 0)
                 analyze(engine)
             finally:
                 engine.dispose()
@@ -104,11 +107,14 @@ def _read(src: sa.URL, read: Callable[[], T]) -> T:
         raise TransferError(f"cannot read {probe.safe_url(src)}: {exc}") from None
 
 
-def check_books(url: str, max_rows: int | None = None) -> list[check.Fault]:
+def check_books(
+    url: str, max_rows: int | None = None, progress: Progress = quiet
+) -> list[check.Fault]:
     """`tally db check`: the ledger's rules over Tally's own database, read-only."""
     parsed = probe.parse(url)
     with snapshot(probe.read_only_engine(parsed)) as conn:
-        return check.check(_read(parsed, lambda: transfer.read_tally(conn, max_rows)))
+        books = _read(parsed, lambda: transfer.read_tally(conn, max_rows, progress))
+        return check.check(books, progress)
 
 
 def export_to(
@@ -127,19 +133,22 @@ def export_to(
         )
     state = _upstream_target_state(dst)
     with snapshot(probe.read_only_engine(src)) as sconn:
-        books = transfer.read_tally(sconn)
+        books = transfer.read_tally(sconn, progress=progress)
         if dry_run:
-            report = verify.survey(sconn, "tally")
+            report = verify.survey(sconn, "tally", progress)
         else:
             engine = _writer(dst)
             try:
                 if state != "empty schema":
+                    progress("prepare the target", 0, 0)
                     with engine.begin() as conn:
                         upstream.create_schema(conn)
                 with engine.begin() as tconn:
                     _refuse_nonempty(tconn, dst, upstream.ONLY_UPSTREAM)
                     transfer.write_upstream(tconn, books, progress)
-                    report = _checked(verify.compare(sconn, "tally", tconn, "upstream"))
+                    compared = verify.compare(sconn, "tally", tconn, "upstream", progress)
+                    report = _checked(compared)
+                    progress("commit", 0, 0)
             finally:
                 engine.dispose()
     return Outcome(probe.safe_url(src), probe.safe_url(dst), upstream.HEAD, dry_run, report, state)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,9 +24,8 @@ import sqlalchemy as sa
 from tally.db import journal
 from tally.db import schema as tally
 from tally.db import upstream_schema as upstream
+from tally.progress import Progress, quiet
 
-# progress(table, rows done, rows in all)
-Progress = Callable[[str, int, int], None]
 BATCH = 1000
 # The books, in the order they are written.
 TABLES = (
@@ -69,12 +68,33 @@ class TooManyRows(TransferError):
         )
 
 
+class Counted:
+    """One phase counting rows over several tables: `progress(phase, done, total)`
+    after each batch (`total` 0 when not known beforehand)."""
+
+    def __init__(self, progress: Progress, phase: str, total: int = 0) -> None:
+        self.progress, self.phase, self.total, self.done = progress, phase, total, 0
+        progress(phase, 0, total)
+
+    def add(self, rows: int) -> None:
+        self.done += rows
+        self.progress(self.phase, self.done, self.total)
+
+    def finish(self) -> None:
+        self.progress(self.phase, self.total or self.done, self.total)
+
+
 def read_rows(
-    conn: sa.Connection, table: sa.Table, order: str | None = None, max_rows: int | None = None
+    conn: sa.Connection,
+    table: sa.Table,
+    order: str | None = None,
+    max_rows: int | None = None,
+    counted: Counted | None = None,
 ) -> list[dict]:
-    """The rows of `table`, fetched BATCH at a time. With `max_rows`, the database is
-    asked for one more than that, before any ordering (an ORDER BY over an endless
-    view never returns), and TooManyRows is raised if it has them."""
+    """The rows of `table`, fetched BATCH at a time (each batch `counted`). With
+    `max_rows`, the database is asked for one more than that, before any ordering
+    (an ORDER BY over an endless view never returns), and TooManyRows is raised if
+    it has them."""
     source: sa.FromClause = table
     if max_rows:
         source = sa.select(table).limit(max_rows + 1).subquery(table.name)
@@ -86,6 +106,8 @@ def read_rows(
     try:
         for batch in result.partitions(BATCH):
             rows.extend(dict(row._mapping) for row in batch)
+            if counted is not None:
+                counted.add(len(batch))
             if max_rows and len(rows) > max_rows:
                 raise TooManyRows(table.name, max_rows)
     finally:
@@ -100,13 +122,16 @@ def _pick(row: dict, *names: str) -> dict:
 # ---------------------------------------------------------------- reading
 
 
-def read_upstream(conn: sa.Connection, max_rows: int | None = None) -> Books:
+def read_upstream(
+    conn: sa.Connection, max_rows: int | None = None, progress: Progress = quiet
+) -> Books:
     """Upstream's books (revision 422ece571366 or a082b8bb98d0); TooManyRows for a
     table past `max_rows` (None: no bound)."""
     u = upstream
+    counted = Counted(progress, "read rows")
 
     def rows_of(table: sa.Table, order: str | None = None) -> list[dict]:
-        return read_rows(conn, table, order, max_rows)
+        return read_rows(conn, table, order, max_rows, counted)
 
     rows: dict[str, list[dict]] = {}
     notes: list[str] = []
@@ -156,12 +181,15 @@ def read_upstream(conn: sa.Connection, max_rows: int | None = None) -> Books:
     return Books(rows, notes)
 
 
-def read_tally(conn: sa.Connection, max_rows: int | None = None) -> Books:
+def read_tally(
+    conn: sa.Connection, max_rows: int | None = None, progress: Progress = quiet
+) -> Books:
     """Tally's books (its Placement tables; the lab's tables stay behind)."""
     t = tally
+    counted = Counted(progress, "read rows")
 
     def rows_of(table: sa.Table, order: str | None = None) -> list[dict]:
-        return read_rows(conn, table, order, max_rows)
+        return read_rows(conn, table, order, max_rows, counted)
 
     rows = {
         name: rows_of(getattr(t, name), None if name.startswith("resource_provider_") else "id")
@@ -181,22 +209,19 @@ def read_tally(conn: sa.Connection, max_rows: int | None = None) -> Books:
 # ---------------------------------------------------------------- writing
 
 
-def _insert(
-    conn: sa.Connection,
-    table: sa.Table,
-    rows: list[dict],
-    progress: Progress,
-    name: str | None = None,
-) -> None:
-    name = name or table.name
-    progress(name, 0, len(rows))
+def _insert(conn: sa.Connection, table: sa.Table, rows: list[dict], written: Counted) -> None:
     for start in range(0, len(rows), BATCH):
         chunk = rows[start : start + BATCH]
         conn.execute(table.insert(), chunk)
-        progress(name, start + len(chunk), len(rows))
+        written.add(len(chunk))
 
 
-def _classes(conn: sa.Connection, table: sa.Table, rows: list[dict], progress: Progress) -> None:
+def _writing(books: Books, progress: Progress) -> Counted:
+    """The write of every table as one phase, `write rows DONE/TOTAL`."""
+    return Counted(progress, "write rows", sum(len(rows) for rows in books.rows.values()))
+
+
+def _classes(conn: sa.Connection, table: sa.Table, rows: list[dict], written: Counted) -> None:
     """Resource classes keep their ids; the target's own (standard) rows must agree."""
     have = {r.name: r.id for r in conn.execute(sa.select(table.c.name, table.c.id))}
     taken = {v: k for k, v in have.items()}
@@ -220,17 +245,17 @@ def _classes(conn: sa.Connection, table: sa.Table, rows: list[dict], progress: P
         conn.exec_driver_sql(
             "SET SESSION sql_mode = CONCAT_WS(',', NULLIF(@@sql_mode, ''), 'NO_AUTO_VALUE_ON_ZERO')"
         )
-    _insert(conn, table, new, progress, "resource_classes")
+    _insert(conn, table, new, written)
 
 
-def _traits(conn: sa.Connection, table: sa.Table, rows: list[dict], progress: Progress) -> dict:
+def _traits(conn: sa.Connection, table: sa.Table, rows: list[dict], written: Counted) -> dict:
     """Traits by name: the target's ids, new ones for the traits it lacks."""
     have = {r.name for r in conn.execute(sa.select(table.c.name))}
-    _insert(conn, table, [r for r in rows if r["name"] not in have], progress, "traits")
+    _insert(conn, table, [r for r in rows if r["name"] not in have], written)
     return {r.name: r.id for r in conn.execute(sa.select(table.c.name, table.c.id))}
 
 
-def _providers(conn: sa.Connection, table: sa.Table, rows: list[dict], progress: Progress) -> None:
+def _providers(conn: sa.Connection, table: sa.Table, rows: list[dict], written: Counted) -> None:
     """Providers without their parent and root first, then those: any order of ids
     satisfies upstream's foreign keys."""
     flat = [
@@ -238,7 +263,7 @@ def _providers(conn: sa.Connection, table: sa.Table, rows: list[dict], progress:
          "parent_provider_id": None}
         for r in rows
     ]  # fmt: skip
-    _insert(conn, table, flat, progress, "resource_providers")
+    _insert(conn, table, flat, written)
     links = [
         {"rp_id": r["id"], "root": r["root_provider_id"], "parent": r["parent_provider_id"]}
         for r in rows
@@ -262,15 +287,16 @@ def _rp_traits(rows: dict[str, list[dict]], trait_ids: dict[str, int]) -> list[d
 
 def write_tally(conn: sa.Connection, books: Books, progress: Progress) -> None:
     """The books into Tally's (empty) Placement tables."""
-    t, rows = tally, books.rows
-    _classes(conn, t.resource_classes, rows["resource_classes"], progress)
-    trait_ids = _traits(conn, t.traits, rows["traits"], progress)
-    _providers(conn, t.resource_providers, rows["resource_providers"], progress)
+    t, rows, written = tally, books.rows, _writing(books, progress)
+    _classes(conn, t.resource_classes, rows["resource_classes"], written)
+    trait_ids = _traits(conn, t.traits, rows["traits"], written)
+    _providers(conn, t.resource_providers, rows["resource_providers"], written)
     for name in ("inventories", "placement_aggregates", "resource_provider_aggregates"):
-        _insert(conn, getattr(t, name), rows[name], progress)
-    _insert(conn, t.resource_provider_traits, _rp_traits(rows, trait_ids), progress)
+        _insert(conn, getattr(t, name), rows[name], written)
+    _insert(conn, t.resource_provider_traits, _rp_traits(rows, trait_ids), written)
     for name in ("consumer_types", "consumers", "allocations"):
-        _insert(conn, getattr(t, name), rows[name], progress)
+        _insert(conn, getattr(t, name), rows[name], written)
+    written.finish()
     fix_sequences(conn, [getattr(t, name) for name in TABLES])
     journal.touch_everything(conn)  # running workers reload their candidates index
 
@@ -286,21 +312,23 @@ def write_upstream(conn: sa.Connection, books: Books, progress: Progress) -> Non
         name: [{**r, "created_at": r["created_at"] or now} for r in table_rows]
         for name, table_rows in books.rows.items()
     }
-    _classes(conn, u.resource_classes, rows["resource_classes"], progress)
-    trait_ids = _traits(conn, u.traits, rows["traits"], progress)
-    _providers(conn, u.resource_providers, rows["resource_providers"], progress)
+    written = _writing(books, progress)
+    _classes(conn, u.resource_classes, rows["resource_classes"], written)
+    trait_ids = _traits(conn, u.traits, rows["traits"], written)
+    _providers(conn, u.resource_providers, rows["resource_providers"], written)
     for name in ("inventories", "placement_aggregates", "resource_provider_aggregates"):
-        _insert(conn, getattr(u, name), rows[name], progress)
-    _insert(conn, u.resource_provider_traits, _rp_traits(rows, trait_ids), progress)
-    _insert(conn, u.consumer_types, rows["consumer_types"], progress)
+        _insert(conn, getattr(u, name), rows[name], written)
+    _insert(conn, u.resource_provider_traits, _rp_traits(rows, trait_ids), written)
+    _insert(conn, u.consumer_types, rows["consumer_types"], written)
     projects = _external_ids(conn, u.projects, (r["project_id"] for r in rows["consumers"]), now)
     users = _external_ids(conn, u.users, (r["user_id"] for r in rows["consumers"]), now)
     consumers = [
         {**r, "project_id": projects[r["project_id"]], "user_id": users[r["user_id"]]}
         for r in rows["consumers"]
     ]
-    _insert(conn, u.consumers, consumers, progress)
-    _insert(conn, u.allocations, rows["allocations"], progress)
+    _insert(conn, u.consumers, consumers, written)
+    _insert(conn, u.allocations, rows["allocations"], written)
+    written.finish()
     fix_sequences(conn, [t for t in u.metadata.sorted_tables if t.name != "alembic_version"])
 
 

@@ -16,12 +16,14 @@ as named by its uuid, at generation 0, as `transfer.read_upstream` copies it.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 
 from tally.amounts import raw_capacity
-from tally.books.transfer import TABLES
+from tally.books.transfer import TABLES, Counted
+from tally.progress import Progress, quiet
 
 _VIEWS = {
     "providers": """
@@ -109,12 +111,15 @@ class Report:
         return all(check.ok for check in self.checks)
 
 
-def _view(conn: sa.Connection, sql: str) -> dict[tuple, Any]:
-    """Rows as key -> value: the last column is the value, the others the key."""
+def _view(conn: sa.Connection, sql: str, read: Callable[[int], None]) -> dict[tuple, Any]:
+    """Rows as key -> value: the last column is the value, the others the key; each
+    batch of rows `read`."""
     found: dict[tuple, Any] = {}
-    for row in conn.execute(sa.text(sql)):
-        *key, value = (_plain(v) for v in row)
-        found[tuple(key)] = value
+    for batch in conn.execute(sa.text(sql)).partitions(_BATCH):
+        for row in batch:
+            *key, value = (_plain(v) for v in row)
+            found[tuple(key)] = value
+        read(len(batch))
     return found
 
 
@@ -125,17 +130,33 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def views(conn: sa.Connection, side: str) -> dict[str, dict[tuple, Any]]:
-    found = {name: _view(conn, sql) for name, sql in _VIEWS.items()}
+VIEWS = (*_VIEWS, "consumers", *_SUBSET_VIEWS)
+# The large views, each at most a row per row of its table: the rows a phase of
+# progress counts (the others are a few hundred rows at most).
+_ROWS_OF = {
+    "providers": "resource_providers",
+    "inventories": "inventories",
+    "allocations": "allocations",
+    "traits": "resource_provider_traits",
+    "aggregates": "resource_provider_aggregates",
+    "consumers": "consumers",
+}
+_BATCH = 10_000
+
+
+def views(
+    conn: sa.Connection, side: str, read: Callable[[int], None] = lambda rows: None
+) -> dict[str, dict[tuple, Any]]:
+    """Each of VIEWS, the rows of the large ones `read` batch after batch."""
+    found = {}
+    for name in VIEWS:
+        sql = _CONSUMERS[side] if name == "consumers" else {**_VIEWS, **_SUBSET_VIEWS}[name]
+        found[name] = _view(conn, sql, read if name in _ROWS_OF else lambda rows: None)
     found["inventories"] = {
         key[:2]: (*key[2:], value) for key, value in found["inventories"].items()
     }
     found["providers"] = {key[:1]: (*key[1:], value) for key, value in found["providers"].items()}
-    found["consumers"] = {
-        key[:1]: (*key[1:], value) for key, value in _view(conn, _CONSUMERS[side]).items()
-    }
-    for name, sql in _SUBSET_VIEWS.items():
-        found[name] = _view(conn, sql)
+    found["consumers"] = {key[:1]: (*key[1:], value) for key, value in found["consumers"].items()}
     return found
 
 
@@ -158,8 +179,10 @@ def nonempty(conn: sa.Connection, extra: tuple[str, ...] = ()) -> dict[str, int]
 
 
 def _differences(name: str, source: dict, target: dict, subset: bool) -> list[str]:
+    differ = {k for k in source.keys() ^ target.keys() if k in source or not subset}
+    differ |= {k for k in source.keys() & target.keys() if source[k] != target[k]}
     out = []
-    for key in sorted(set(source) | set(target), key=repr):
+    for key in sorted(differ, key=repr):
         if key not in target:
             out.append(f"{name}: {' '.join(map(str, key))} missing from the target")
         elif key not in source:
@@ -183,19 +206,26 @@ def over_capacity(found: dict[str, dict[tuple, Any]]) -> list[Over]:
 
 
 def compare(
-    source: sa.Connection, source_side: str, target: sa.Connection, target_side: str
+    source: sa.Connection,
+    source_side: str,
+    target: sa.Connection,
+    target_side: str,
+    progress: Progress = quiet,
 ) -> Report:
-    """The target against the source, after a copy (same transaction as the copy)."""
-    before, after = views(source, source_side), views(target, target_side)
-    checks = [
-        Check(
-            name,
-            len(before[name]),
-            _differences(name, before[name], after[name], name in _SUBSET_VIEWS),
-        )
-        for name in before
-    ]
+    """The target against the source, after a copy (same transaction as the copy),
+    reported as `compare with the source` in rows: each side's read, then checked."""
     in_source, in_target = counts(source), counts(target)
+    expected = {name: in_source[table] for name, table in _ROWS_OF.items()}
+    counted = Counted(progress, "compare with the source", 3 * sum(expected.values()))
+    before = views(source, source_side, counted.add)
+    after = views(target, target_side, counted.add)
+    checks = []
+    for name in before:
+        subset = name in _SUBSET_VIEWS
+        differences = _differences(name, before[name], after[name], subset)
+        checks.append(Check(name, len(before[name]), differences))
+        counted.add(expected.get(name, 0))
+    counted.finish()
     short = [
         f"rows: {table}: {in_source[table]} in the source, {in_target[table]} in the target"
         for table in TABLES
@@ -210,7 +240,10 @@ def compare(
     )
 
 
-def survey(source: sa.Connection, side: str) -> Report:
+def survey(source: sa.Connection, side: str, progress: Progress = quiet) -> Report:
     """What a copy would carry (a dry run): rows, and providers over capacity."""
-    found = views(source, side)
-    return Report([Count(t, n, None) for t, n in counts(source).items()], [], over_capacity(found))
+    rows = counts(source)
+    counted = Counted(progress, "survey the source", sum(rows[t] for t in _ROWS_OF.values()))
+    found = views(source, side, counted.add)
+    counted.finish()
+    return Report([Count(t, n, None) for t, n in rows.items()], [], over_capacity(found))

@@ -15,9 +15,9 @@ from tally.cli.context import (
     cell,
     output_options,
     pass_context,
-    progress_bar,
 )
-from tally.cli.scripting import STUCK_AFTER, notes, summary
+from tally.cli.progress import phases
+from tally.cli.scripting import STUCK_AFTER, dry_run_line, notes, summary
 from tally.clients.errors import PlacementError
 from tally.doctor import audit as doctor
 
@@ -89,6 +89,15 @@ def _action(report: doctor.Audit, write: doctor.Write | None) -> str | None:
     return f"{verb[0]} {what}" if write.applied else f"would {verb[1]} {what}"
 
 
+def _written(writes: tuple[doctor.Write, ...], apply: bool) -> str:
+    """What --delete wrote, or (a dry run) would write."""
+    if not apply:
+        return f"{len(writes)} write(s) to make"
+    failed = sum(1 for w in writes if w.error)
+    done = f"{sum(1 for w in writes if w.applied)} of {len(writes)} write(s) made"
+    return done + (f", {failed} failed" if failed else "")
+
+
 @click.command("audit")
 @click.option(
     "--provider",
@@ -121,22 +130,28 @@ def audit(
     consumer's rest written back with its consumer generation; only on --provider
     when given. A dry run unless --apply. Exit status as nova-manage's: 0 nothing
     found, 3 found (or not all of it written), 4 everything found was fixed, 1
-    cannot reach a service, 127 bad input (a --provider that does not exist too).
+    cannot reach a service, 127 bad input (a --provider that does not exist too);
+    a --delete dry run that would fix everything found: 5.
     """
     if apply and not delete:
         raise click.UsageError("--apply goes with --delete")
     if provider is not None:
         _must_exist(ctx, provider)
-    with progress_bar("reading allocations") as tick:
-        report = doctor.audit(ctx.client, ctx.compute, provider, tick, stuck_after)
-    if delete:
-        report = doctor.remove(ctx.client, report, apply)
+    with phases("audit") as progress:
+        report = doctor.audit(ctx.client, ctx.compute, provider, progress, stuck_after)
+        if delete:
+            report = doctor.remove(ctx.client, report, apply, progress)
     if delete:
         out.short += ("action",)
     out.rows(COLUMNS, rows(report, verbose), prose=PROSE, empty=NOTHING)
     counts = ", ".join(f"{n} {kind}" for kind, n in report.counts().items() if n)
     summary(f"{len(report.consumers)} consumers: {counts or 'none'}")
+    if delete:
+        summary(_written(report.writes, apply))
     notes(ctx.compute, ctx.client)
     found = bool(report.findings or report.leaked_providers)
     failed = any(w.error for w in report.writes)
+    if delete and not apply:
+        dry_run_line()
+        exits.leave(exits.audit_status(found, report.all_planned, failed, dry_run=True))
     exits.leave(exits.audit_status(found, apply and report.all_fixed, failed))

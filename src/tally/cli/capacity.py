@@ -9,7 +9,7 @@ import click
 from tally.cli import exits
 from tally.cli.context import Context, Output, output_options, pass_context
 from tally.cli.filters import member_of_params, required_params, shape_param
-from tally.cli.scripting import summary
+from tally.cli.scripting import notes, summary
 from tally.doctor import fill as doctor
 
 COLUMNS = {
@@ -35,6 +35,11 @@ COLUMNS = {
 )
 @click.option("--member-of", multiple=True, metavar="AGGREGATES", help="Aggregates, `A,B` any of.")
 @click.option(
+    "--include-disabled",
+    is_flag=True,
+    help="Count hosts whose compute service is disabled too (Nova's scheduler leaves them out).",
+)
+@click.option(
     "--by",
     type=click.Choice(["provider", "aggregate"]),
     default="provider",
@@ -50,6 +55,7 @@ def capacity(
     resources: tuple[str, ...],
     required: tuple[str, ...],
     member_of: tuple[str, ...],
+    include_disabled: bool,
     by: str,
 ) -> None:
     """How many more instances of a shape fit, counted exactly on current usage:
@@ -61,9 +67,10 @@ def capacity(
     resources; an instance served by sharing providers alone counts on the
     sharing provider) with the classes that stop it (`limiting`), or per
     aggregate of the hosts (a host in two counts in both). The total is on
-    stderr. Disabled compute hosts count unless `--required
-    '!COMPUTE_STATUS_DISABLED'`, as Nova asks. Exit 0 when at least one fits, 1
-    when none does or on error, 127 bad input.
+    stderr. Hosts whose compute service is disabled are left out, as Nova's
+    scheduler leaves them out (`!COMPUTE_STATUS_DISABLED`), and how many were is
+    said on stderr; --include-disabled counts them. Exit 0 when at least one fits,
+    1 when none does or on error, 127 bad input.
     """
     if bool(flavor) == bool(resources):
         raise click.UsageError("give either --flavor NAME or --resource CLASS=N,...")
@@ -76,11 +83,21 @@ def capacity(
             raise click.BadParameter(str(exc), param_hint="--flavor") from exc
     else:
         shape = doctor.Shape(shape_param(resources), traits, aggregates)
+    left_out = 0
+    if not include_disabled:
+        shape, left_out = doctor.leave_out_disabled(ctx.client, shape)
     report = doctor.read_capacity(ctx.client, shape, by)
     out.rows(COLUMNS[by], map(dataclasses.asdict, report.rows))
     hosts = len(report.fill.hosts)
     summary(f"{report.total} more of {shape.text()} fit, on {hosts} provider{'s' * (hosts != 1)}")
+    if left_out:
+        summary(
+            f"{left_out} host{'s' * (left_out != 1)} left out: compute service disabled "
+            f"(COMPUTE_STATUS_DISABLED), as Nova's scheduler leaves them; "
+            f"--include-disabled counts them"
+        )
     for note in shape.notes:
         summary(f"Note: {note}")
+    notes(ctx.client)
     if report.total == 0:
         exits.leave(exits.FAILED)

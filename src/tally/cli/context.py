@@ -6,7 +6,6 @@ output rendering
 
 from __future__ import annotations
 
-import contextlib
 import csv
 import dataclasses
 import functools
@@ -14,13 +13,11 @@ import io
 import json
 import os
 import re
-import sys
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import click
 import yaml
-from rich.progress import Progress
 from rich.table import Table
 from rich.text import Text
 
@@ -238,17 +235,6 @@ def cell(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ", ".join(cell(v) for v in value)
     return visible(str(value))
-
-
-@contextlib.contextmanager
-def progress_bar(what: str) -> Iterator[Callable[[int, int], None] | None]:
-    """A rich progress bar on stderr when it is a terminal; nothing otherwise."""
-    if not sys.stderr.isatty():
-        yield None
-        return
-    with Progress(console=console(err=True), transient=True) as bar:
-        task = bar.add_task(what, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
 def shown(text: str) -> Text:

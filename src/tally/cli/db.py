@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from tally.cli.serve import read_settings
+from tally.progress import Progress
 
 
 @click.group()
@@ -77,8 +78,8 @@ def check(database: str, max_rows: int | None) -> None:
     """Check Tally's database against the ledger's rules (read-only): exit 1 on a fault."""
     from tally.books import check, move
 
-    with _moving("table"):
-        faults = move.check_books(database, max_rows)
+    with _moving("check") as progress:
+        faults = move.check_books(database, max_rows, progress)
     if faults:
         raise click.ClickException(check.report(faults))
     click.echo("the books keep every rule of the ledger")
@@ -102,7 +103,7 @@ def import_(
     from tally.books import move
     from tally.placement.ledger.bootstrap import prepare_database
 
-    with _moving(fmt) as progress:
+    with _moving("import") as progress:
         source = move.placement_conf_url(source)
         outcome = move.import_from(
             source, database, prepare_database, progress, dry_run, repair, max_rows
@@ -119,29 +120,19 @@ def export(target: str, dry_run: bool, database: str, fmt: str) -> None:
     """Copy Tally's database into an empty one in upstream Placement 16.0.0's schema."""
     from tally.books import move
 
-    with _moving(fmt) as progress:
+    with _moving("export") as progress:
         outcome = move.export_to(database, move.placement_conf_url(target), progress, dry_run)
     _summary(outcome, fmt, "export")
 
 
 @contextlib.contextmanager
-def _moving(fmt: str) -> Iterator[Callable[[str, int, int], None]]:
-    """A progress bar per table on a terminal; a refusal or a mismatch as one message
-    (the mismatch's differences first), exit status 1."""
-    from rich.progress import Progress
-
+def _moving(command: str) -> Iterator[Progress]:
+    """Its phases on stderr (tally.cli.progress); a refusal or a mismatch as one
+    message (the mismatch's differences first), exit status 1."""
     from tally.books.move import Mismatch, TransferError
-    from tally.cli.context import console
+    from tally.cli.progress import phases
 
-    err = console(err=True)
-    tasks: dict[str, Any] = {}
-    with Progress(console=err, transient=True, disable=not err.is_terminal) as bar:
-
-        def progress(table: str, done: int, total: int) -> None:
-            if table not in tasks:
-                tasks[table] = bar.add_task(table, total=total)
-            bar.update(tasks[table], completed=done, total=total)
-
+    with phases(command) as progress:
         try:
             yield progress
         except Mismatch as exc:

@@ -7,6 +7,11 @@ heal_allocations` do; bad input is 127 for every command, as nova-manage's (clic
 says 2); a service that cannot be reached, or that refuses, is 1. The root group
 (`tally.cli.root.Root`) turns what a command raises into its status through
 `deciding`; a command that ends on an outcome calls `leave`.
+
+A dry run (`heal`, `audit --delete` and `drain` without --apply: nova-manage's
+commands write unless told --dry-run) ends as its --apply would, but never with a
+status that says something was written: where the --apply would say 0 healed, 4
+everything fixed or 0 drained, the dry run says PENDING.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ FOUND = 3  # audit: something found that is not (all) fixed
 WRITE_FAILED = 3  # heal: a write failed
 ALL_FIXED = 4  # audit --delete --apply: everything found was fixed
 NOTHING_TO_HEAL = 4  # heal
+PENDING = 5  # a dry run that found writes to make
 BAD_INPUT = 127
 UNEXPECTED = 255
 
@@ -37,7 +43,8 @@ UNEXPECTED = 255
 TABLE: tuple[tuple[int, str, str], ...] = (
     (
         DONE,
-        "done; `audit`: nothing found; `heal`: healed (a dry run: something to heal)",
+        "done; `audit`: nothing found; `heal`: healed; `drain`: drained, or nothing to do "
+        "(a dry run: the host is disabled and empty already)",
         "`tally audit`",
     ),
     (
@@ -45,8 +52,9 @@ TABLE: tuple[tuple[int, str, str], ...] = (
         "a service (Placement, the compute API, the database) cannot be reached, or refused "
         "(its title and message on stderr); or what the command checks does not hold: an "
         "inventory change refused (its pre-check, `explain`), nothing fits (`capacity`, "
-        "`explain candidates`), a host not drained (`drain`), faults found (`db check`), a "
-        "server in ERROR (`lab boot`); `heal`: `--max-count` reached with servers left",
+        "`explain candidates`), a host not drained or a drain whose plan fails (`drain`: "
+        "each reason printed; nothing written), faults found (`db check`), a server in "
+        "ERROR (`lab boot`); `heal`: `--max-count` reached with servers left",
         "`tally capacity --resource VCPU=1000`",
     ),
     (
@@ -66,6 +74,13 @@ TABLE: tuple[tuple[int, str, str], ...] = (
         ALL_FIXED,
         "`audit --delete --apply`: everything found was fixed; `heal`: nothing to heal",
         "`tally heal`",
+    ),
+    (
+        PENDING,
+        "a dry run (`heal`, `audit --delete`, `drain` without `--apply`) that found writes "
+        "it could make, where the `--apply` would end with 0 healed, 4 everything fixed or "
+        "0 drained: nothing written, add `--apply`",
+        "`tally lab break delete-while-down; tally audit --delete`",
     ),
     (
         BAD_INPUT,
@@ -89,23 +104,41 @@ def leave(status: int) -> None:
         raise click.exceptions.Exit(status)
 
 
-def audit_status(found: bool, all_fixed: bool, write_failed: bool) -> int:
-    """nova-manage placement audit's: 0 nothing found, 3 found, 4 all fixed."""
+def audit_status(found: bool, all_fixed: bool, write_failed: bool, dry_run: bool = False) -> int:
+    """nova-manage placement audit's: 0 nothing found, 3 found, 4 all fixed (a dry
+    run that would fix all: 5)."""
     if not found:
         return DONE
-    return ALL_FIXED if all_fixed and not write_failed else FOUND
+    if all_fixed and not write_failed:
+        return PENDING if dry_run else ALL_FIXED
+    return FOUND
 
 
-def heal_status(write_failed: bool, stranded: bool, more: bool, healed: bool) -> int:
+def heal_status(
+    write_failed: bool, stranded: bool, more: bool, healed: bool, dry_run: bool = False
+) -> int:
     """nova-manage placement heal_allocations': the first that holds of 3 a write
-    failed, 2 a host without provider, 1 --max-count reached, 4 nothing to heal."""
+    failed, 2 a host without provider, 1 --max-count reached, 4 nothing to heal;
+    else 0 healed (a dry run: 5)."""
     if write_failed:
         return WRITE_FAILED
     if stranded:
         return NO_PROVIDER
     if more:
         return MORE_LEFT
-    return DONE if healed else NOTHING_TO_HEAL
+    if not healed:
+        return NOTHING_TO_HEAL
+    return PENDING if dry_run else DONE
+
+
+def drain_status(apply: bool, feasible: bool, pending: bool, drained: bool) -> int:
+    """1 when the plan fails (nothing written); a dry run 5 when there is something
+    to do, else 0; applied, 0 drained, else 1."""
+    if not feasible:
+        return FAILED
+    if not apply:
+        return PENDING if pending else DONE
+    return DONE if drained else FAILED
 
 
 @contextlib.contextmanager

@@ -18,11 +18,11 @@ from tally.cli.context import (
     console,
     output_options,
     pass_context,
-    progress_bar,
     shown,
 )
 from tally.cli.inventory import asked_inventories, check_classes, resource_option
 from tally.cli.inventory_report import render_check
+from tally.cli.progress import phases
 from tally.cli.scripting import STUCK_AFTER, notes
 from tally.clients.errors import PlacementError
 from tally.doctor.candidates import explain_candidates
@@ -167,13 +167,13 @@ def _asked_over_the_api(ctx: Context, query: dict[str, list[str]]) -> dict[str, 
             "needs Tally's /tally/v1/allocation_candidates/why)."
         )
     asked = dict(pair.split(":") for pair in query["resources"][0].split(","))
-    with progress_bar("reading providers") as tick:
+    with phases("explain") as progress:
         found = explain_candidates(
             ctx.client,
             {rc: int(n) for rc, n in asked.items()},
             query.get("required", []),
             query.get("member_of", []),
-            tick,
+            progress,
         )
     return {
         "candidates": found.candidates,

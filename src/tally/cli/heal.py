@@ -7,8 +7,9 @@ import dataclasses
 import click
 
 from tally.cli import exits
-from tally.cli.context import Context, Output, output_options, pass_context, progress_bar
-from tally.cli.scripting import notes, summary
+from tally.cli.context import Context, Output, output_options, pass_context
+from tally.cli.progress import phases
+from tally.cli.scripting import dry_run_line, notes, summary
 from tally.doctor.heal import heal as heal_allocations
 
 COLUMNS = ("server", "action", "allocations", "reason", "applied", "error")
@@ -37,24 +38,35 @@ def heal(
     (the parity of `nova-manage placement heal_allocations`). A dry run unless
     --apply.
 
-    Exit status as nova-manage's: 0 healed (a dry run: something to heal), 1
-    --max-count reached with servers left (or a service cannot be reached), 2 a
-    server's host has no resource provider (its compute service was deleted:
-    re-create or restart it), 3 a write failed, 4 nothing to heal, 127 bad input
-    (an --instance the compute API does not have too), 255 an unexpected error.
+    Exit status as nova-manage's: 0 healed, 1 --max-count reached with servers
+    left (or a service cannot be reached), 2 a server's host has no resource
+    provider (its compute service was deleted: re-create or restart it), 3 a write
+    failed, 4 nothing to heal, 5 a dry run that found servers to heal (nothing
+    written: add --apply), 127 bad input (an --instance the compute API does not
+    have too), 255 an unexpected error.
     """
     if apply and dry_run:
         raise click.UsageError("--dry-run and --apply exclude each other")
-    with progress_bar("checking servers") as tick:
+    with phases("heal") as progress:
         report = heal_allocations(
-            ctx.client, ctx.compute, instance, max_count, apply, force, progress=tick
+            ctx.client, ctx.compute, instance, max_count, apply, force, progress=progress
         )
     out.rows(COLUMNS, (dataclasses.asdict(h) for h in report.healings))
     healable = [h for h in report.healings if h.action != "no-provider"]
-    summary(f"{report.checked} servers checked, {len(healable)} to heal")
+    if apply:
+        healed = sum(1 for h in healable if h.applied)
+        failed = sum(1 for h in healable if h.error)
+        said = f"{healed} healed" + (f", {failed} failed" if failed else "")
+    else:
+        said = f"{len(healable)} to heal"
+    summary(f"{report.checked} servers checked, {said}")
     for stranded in report.stranded:
         summary(f"Cannot heal {stranded.server}: {stranded.reason}")
     notes(ctx.compute)
+    if not apply:
+        dry_run_line()
     exits.leave(
-        exits.heal_status(report.failed, bool(report.stranded), report.more, bool(healable))
+        exits.heal_status(
+            report.failed, bool(report.stranded), report.more, bool(healable), dry_run=not apply
+        )
     )

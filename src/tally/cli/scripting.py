@@ -45,6 +45,14 @@ def summary(text: str) -> None:
     click.echo(text, err=True)
 
 
+DRY_RUN = "dry run: nothing written; add --apply"
+
+
+def dry_run_line() -> None:
+    """The last line of every command that writes only with --apply, without it."""
+    summary(DRY_RUN)
+
+
 def notes(*clients: Any) -> None:
     """What an older compute API (or a Placement without the claim history) could
     not tell, once each."""

@@ -40,13 +40,13 @@ from tally.doctor.cloud import (
     NOTHING_HELD,
     Books,
     Cloud,
-    Progress,
     host_provider,
     matched_migration,
     read_books,
     read_cloud,
 )
 from tally.doctor.traces import Histories, Trace
+from tally.progress import Progress, quiet
 
 LIVE, MIGRATING, STUCK = "live", "migrating", "stuck-migration"
 ORPHAN, STALE_MIGRATION = "orphan", "stale-migration"
@@ -110,8 +110,16 @@ class Audit:
     def all_fixed(self) -> bool:
         """Everything found was fixed by the writes applied."""
         fixed = {w.target for w in self.writes if w.applied}
+        return self._covered(fixed) and not any(w.error for w in self.writes)
+
+    @property
+    def all_planned(self) -> bool:
+        """Everything found has a write, applied or (a dry run) not."""
+        return self._covered({w.target for w in self.writes})
+
+    def _covered(self, targets: set[str]) -> bool:
         wanted = {f.consumer_uuid for f in self.findings} | set(self.leaked_providers)
-        return bool(wanted) and wanted <= fixed and not any(w.error for w in self.writes)
+        return bool(wanted) and wanted <= targets
 
     def counts(self) -> dict[str, int]:
         found = dict.fromkeys(KINDS, 0)
@@ -124,12 +132,12 @@ def audit(
     placement: PlacementClient,
     compute: ComputeClient,
     provider: str | None = None,
-    progress: Progress | None = None,
+    progress: Progress = quiet,
     stuck_after: dt.timedelta = STUCK_AFTER,
     now: dt.datetime | None = None,
 ) -> Audit:
     """Classify every consumer (or those on `provider`, and the servers of its host)."""
-    cloud = read_cloud(compute)
+    cloud = read_cloud(compute, progress)
     books = read_books(placement, provider, progress)
     judge = _Judge(cloud, books, placement, stuck_after, now or dt.datetime.now(dt.UTC))
     if provider is not None:  # also the servers of its host, and those of its moves
@@ -139,7 +147,7 @@ def audit(
             if held := books.holdings_of(placement, server):
                 books.holdings[server] = held
     found = [judge.consumer(c, a) for c, a in sorted(books.holdings.items())]
-    found = traced(Histories(placement), found)
+    found = traced(Histories(placement), found, progress)
     for server in cloud.servers.values():
         if server.id in books.holdings or not server.host or server.status in NOTHING_HELD:
             continue
@@ -151,15 +159,16 @@ def audit(
     return Audit(tuple(found), books, cloud, tuple(leaked), provider)
 
 
-def traced(histories: Histories, found: list[Finding]) -> list[Finding]:
+def traced(histories: Histories, found: list[Finding], progress: Progress = quiet) -> list[Finding]:
     """Each finding that holds something, with when and by which request its hold
     was written (the claim history, where the Placement keeps one)."""
-    return [
-        dataclasses.replace(f, history=histories.trace(f.consumer_uuid, f.allocations))
-        if f.problem and f.allocations
-        else f
-        for f in found
-    ]
+    wanted = [n for n, f in enumerate(found) if f.problem and f.allocations]
+    traced = list(found)
+    for done, n in enumerate(wanted):
+        progress("read the claim history", done, len(wanted))
+        f = found[n]
+        traced[n] = dataclasses.replace(f, history=histories.trace(f.consumer_uuid, f.allocations))
+    return traced
 
 
 class _Judge:
@@ -347,15 +356,22 @@ def duration(age: dt.timedelta) -> str:
 # ---------------------------------------------------------------- removal
 
 
-def remove(placement: PlacementClient, report: Audit, apply: bool = False) -> Audit:
+def remove(
+    placement: PlacementClient, report: Audit, apply: bool = False, progress: Progress = quiet
+) -> Audit:
     """Free what is safe to free (only on `report.provider` when one was audited),
     then delete the leaked providers left empty: a dry run unless `apply`."""
-    writes = [
-        _free_one(placement, report, f, apply) for f in report.findings if removable(report, f)
-    ]
+    freed = [f for f in report.findings if removable(report, f)]
     scope = [p for p in report.leaked_providers if report.provider in (None, p)]
+    phase, total = "write" if apply else "plan the writes", len(freed) + len(scope)
+    writes = []
+    for finding in freed:
+        progress(phase, len(writes), total)
+        writes.append(_free_one(placement, report, finding, apply))
     for rp in scope:
+        progress(phase, len(writes), total)
         writes.append(_delete_provider(placement, rp, apply, failed=any(w.error for w in writes)))
+    progress(phase, len(writes), total)
     return dataclasses.replace(report, writes=tuple(writes))
 
 

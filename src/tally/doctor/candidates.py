@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from tally.clients.placement import PlacementClient
-from tally.doctor.cloud import Progress
 from tally.doctor.inventory_check import capacity
+from tally.progress import Progress, quiet
 
 CLOSEST = 5
 
@@ -46,7 +46,7 @@ def explain_candidates(
     resources: Mapping[str, int],
     required: list[str] = (),  # type: ignore[assignment]
     member_of: list[str] = (),  # type: ignore[assignment]
-    progress: Progress | None = None,
+    progress: Progress = quiet,
 ) -> CandidatesExplanation:
     params: dict[str, Any] = {"resources": ",".join(f"{k}:{v}" for k, v in resources.items())}
     if required:
@@ -61,8 +61,7 @@ def explain_candidates(
     ruled: dict[str, int] = {}
     misses = []
     for n, (root, members) in enumerate(sorted(trees.items()), 1):
-        if progress:
-            progress(n, len(trees))
+        progress("judge provider trees", n, len(trees))
         reasons, shortfall = _judge(client, root, members, resources, required, member_of)
         for reason in reasons:
             key = reason.split(":", 1)[0]

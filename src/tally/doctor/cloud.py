@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Callable
 from typing import Any
 
 from tally.amounts import held
@@ -18,8 +17,8 @@ from tally.clients.allocations import Allocations
 from tally.clients.compute import ComputeClient
 from tally.clients.placement import PlacementClient
 from tally.nova.flavors import claimed_resources
+from tally.progress import Progress, quiet
 
-Progress = Callable[[int, int], None]
 PAGE = 1000
 SHARING_TRAIT = "MISC_SHARES_VIA_AGGREGATE"
 # a migration in one of these is over: what it still holds is left behind
@@ -187,15 +186,20 @@ def paged(compute: ComputeClient, path: str, key: str, params: dict[str, Any]) -
         marker = items[-1].get("uuid") or items[-1].get("id")
 
 
-def read_cloud(compute: ComputeClient) -> Cloud:
+def read_cloud(compute: ComputeClient, progress: Progress = quiet) -> Cloud:
+    """Servers, migrations and compute nodes (`read the compute API` 0/3 to 3/3)."""
+    progress("read the compute API", 0, 3)
     servers = paged(compute, "/servers/detail", "servers", {"all_tenants": 1})
+    progress("read the compute API", 1, 3)
     if compute.degraded(
         "2.59", "migration uuids (a migration's hold is matched by owner and host instead)"
     ):
         migrations = compute.get("/os-migrations").get("migrations") or []
     else:
         migrations = paged(compute, "/os-migrations", "migrations", {})
+    progress("read the compute API", 2, 3)
     hypervisors = compute.get("/os-hypervisors").get("hypervisors") or []
+    progress("read the compute API", 3, 3)
     uuids = not compute.degraded("2.53", "hypervisor uuids (nodes matched by name)")
     compute.degraded("2.23", "migration types (an in-progress move of unknown type gets no abort)")
     return Cloud(
@@ -283,7 +287,7 @@ def server_claims(compute: ComputeClient, server: Server) -> dict[str, int]:
 
 
 def read_books(
-    placement: PlacementClient, provider: str | None, progress: Progress | None = None
+    placement: PlacementClient, provider: str | None, progress: Progress = quiet
 ) -> Books:
     """Every provider; the allocations of every provider (all at once), or, for one
     provider, the whole allocations of each consumer holding it."""
@@ -302,12 +306,11 @@ def read_books(
         for consumer, resources in placement.provider_allocations(rp).items():
             holdings.setdefault(consumer, {})[rp] = resources
             consumers.append(consumer)
-        if progress and provider is None:
-            progress(n, len(scanned))
+        if provider is None:
+            progress("read allocations of providers", n, len(scanned))
     books = Books(providers, sharing, holdings)
     if provider is not None:
         for n, consumer in enumerate(consumers, 1):
             holdings[consumer] = books.holdings_of(placement, consumer)
-            if progress:
-                progress(n, len(consumers))
+            progress("read allocations of consumers", n, len(consumers))
     return books

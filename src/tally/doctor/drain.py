@@ -1,7 +1,12 @@
 """Drain a compute host before taking it away: disable its service with a reason,
 live-migrate each of its servers, wait for each migration to end, then check its
-provider holds no allocations and report what is left. A dry run says what it
-would do; `wait` is called between polls (a sleep, or the lab's step in tests).
+provider holds no allocations and report what is left. `wait` is called between
+polls (a sleep, or the lab's step in tests).
+
+Whether it can be done is checked first, without writing (`tally.doctor.drain_check`):
+a dry run reports the plan and what stops it; an applied drain whose plan is stopped
+writes nothing. When every live migration is refused all the same, the service is
+enabled again as it was.
 
 The host stays disabled afterwards (nothing is scheduled there until it is enabled
 again): every plan step that drains says so, with `enable_command`."""
@@ -16,7 +21,9 @@ from typing import Any
 from tally.clients.compute import ComputeClient, ComputeError
 from tally.clients.errors import BadInput
 from tally.clients.placement import PlacementClient
-from tally.doctor.cloud import MIGRATION_OVER, Progress, paged
+from tally.doctor import drain_check
+from tally.doctor.cloud import MIGRATION_OVER, paged
+from tally.progress import Progress, quiet
 
 REASON = "drained by tally"
 
@@ -37,28 +44,45 @@ def stays_disabled(host: str) -> str:
 @dataclasses.dataclass(frozen=True)
 class Move:
     server: str
-    status: str  # planned | completed | error | ... (the migration's status) | timeout
+    # planned | blocked (a dry run, or a plan refused) | completed | error | ... (the
+    # migration's status) | timeout
+    status: str
     migration: str | None = None
     error: str | None = None
+    target: str | None = None  # planned: a host the check found room on
 
 
 @dataclasses.dataclass(frozen=True)
 class DrainReport:
     host: str
     provider: str | None
-    applied: bool
+    applied: bool  # something was written
     moves: tuple[Move, ...]
-    left: dict[str, dict[str, int]]  # consumer -> what it still holds on the provider
+    # consumer -> what it holds on the provider: after the drain; in a dry run (or
+    # a plan refused), what no migration would take away
+    left: dict[str, dict[str, int]]
+    blockers: tuple[str, ...] = ()  # why the plan cannot be carried out
+    was_disabled: bool = False  # the service, before
 
     @property
     def drained(self) -> bool:
         ok = all(m.status in ("completed", "done") for m in self.moves)
         return self.applied and ok and not self.left
 
+    @property
+    def feasible(self) -> bool:
+        return not self.blockers
+
+    @property
+    def pending(self) -> bool:
+        """Would an applied drain write anything (disable, migrate)?"""
+        return bool(self.moves) or not self.was_disabled
+
     def as_dict(self) -> dict[str, Any]:
         return {
             **dataclasses.asdict(self),
             "drained": self.drained,
+            "feasible": self.feasible,
             "stays_disabled": stays_disabled(self.host),
             "enable_command": enable_command(self.host),
         }
@@ -72,21 +96,24 @@ def drain(
     reason: str = REASON,
     wait: Callable[[], None] | None = None,
     timeout: float = 600.0,
-    progress: Progress | None = None,
+    progress: Progress = quiet,
 ) -> DrainReport:
     services = compute.get("/os-services", {"host": host, "binary": "nova-compute"})["services"]
     if not services:
         raise BadInput(f"no compute host {host} in the compute API")
     named = placement.get("/resource_providers", {"name": host})["resource_providers"]
     provider = named[0]["uuid"] if named else None
-    servers = [
-        s["id"]
-        for s in paged(compute, "/servers/detail", "servers", {"all_tenants": 1, "host": host})
-    ]
-    if not apply:
-        moves = tuple(Move(s, "planned") for s in servers)
-        return DrainReport(host, provider, False, moves, _left(placement, provider))
+    found = paged(compute, "/servers/detail", "servers", {"all_tenants": 1, "host": host})
+    plan = drain_check.check(placement, compute, host, services[0], provider, found, progress)
+    was_disabled = services[0].get("status") == "disabled"
+    if not apply or plan.blockers:
+        moves = tuple(
+            Move(p.server, "blocked" if p.blocker else "planned", error=p.blocker, target=p.target)
+            for p in plan.servers
+        )
+        return DrainReport(host, provider, False, moves, plan.left, plan.blockers, was_disabled)
     _disable(compute, services[0], host, reason)
+    servers = [p.server for p in plan.servers]
     started: dict[str, Move] = {}
     for server in servers:
         try:
@@ -94,8 +121,13 @@ def drain(
             started[server] = Move(server, "started")
         except ComputeError as exc:
             started[server] = Move(server, "error", error=exc.detail)
+    if servers and not any(m.status == "started" for m in started.values()) and not was_disabled:
+        _enable(compute, services[0], host)
+        undone = f"every live migration was refused: {host} is enabled again, as it was"
+        moves = tuple(started.values())
+        return DrainReport(host, provider, False, moves, plan.left, (undone,), was_disabled)
     moves = _wait(compute, started, wait or (lambda: time.sleep(2)), timeout, progress)
-    return DrainReport(host, provider, True, moves, _left(placement, provider))
+    return DrainReport(host, provider, True, moves, _left(placement, provider), (), was_disabled)
 
 
 def _disable(compute: ComputeClient, service: dict[str, Any], host: str, reason: str) -> None:
@@ -106,6 +138,14 @@ def _disable(compute: ComputeClient, service: dict[str, Any], host: str, reason:
     else:
         body = {"host": host, "binary": "nova-compute", "disabled_reason": reason}
         compute.put("/os-services/disable-log-reason", body)
+
+
+def _enable(compute: ComputeClient, service: dict[str, Any], host: str) -> None:
+    """Undo `_disable`."""
+    if compute.at_least("2.53"):
+        compute.put(f"/os-services/{service['id']}", {"status": "enabled"})
+    else:
+        compute.put("/os-services/enable", {"host": host, "binary": "nova-compute"})
 
 
 def _live_migration(compute: ComputeClient) -> dict[str, Any]:
@@ -120,7 +160,7 @@ def _wait(
     moves: dict[str, Move],
     wait: Callable[[], None],
     timeout: float,
-    progress: Progress | None,
+    progress: Progress,
 ) -> tuple[Move, ...]:
     deadline = time.monotonic() + timeout
     pending = [s for s, m in moves.items() if m.status == "started"]
@@ -134,8 +174,7 @@ def _wait(
             if latest and latest["status"] in MIGRATION_OVER:
                 moves[server] = Move(server, latest["status"], latest.get("uuid"))
                 pending.remove(server)
-        if progress:
-            progress(len(moves) - len(pending), len(moves))
+        progress("live-migrate", len(moves) - len(pending), len(moves))
         if not pending:
             break
         if time.monotonic() > deadline:

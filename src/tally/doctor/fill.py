@@ -19,6 +19,7 @@ from tally.clients.placement import PlacementClient
 from tally.nova import fill as nova_fill
 from tally.nova.flavors import claimed_resources
 
+DISABLED = "COMPUTE_STATUS_DISABLED"  # on the provider of a disabled compute service
 # Nova's numbered request groups (resources1:..., trait_GPU:...): not one group.
 SUFFIXED_SPEC = re.compile(r"^(resources|trait)[^:]+:")
 
@@ -101,6 +102,30 @@ def flavor_shape(
     )
     asked = (",".join(traits),) if traits else ()
     return Shape(resources, tuple(required) + asked, tuple(member_of), notes)
+
+
+def leave_out_disabled(client: PlacementClient, shape: Shape) -> tuple[Shape, int]:
+    """The shape as Nova's scheduler asks it (its compute_status_filter): hosts whose
+    compute service is disabled (COMPUTE_STATUS_DISABLED) forbidden; and how many
+    such hosts there are among the shape's aggregates. Unchanged (and 0) when the
+    shape names that trait already, or when this Placement cannot forbid a trait
+    (before 1.22: noted)."""
+    if any(DISABLED in value for value in shape.required):
+        return shape, 0
+    if not client.at_least("1.22"):
+        version = client.version
+        client.note(f"placement {version} cannot forbid a trait (1.22): disabled hosts count")
+        return shape, 0
+    all_of = [n for n, value in enumerate(shape.required) if not value.startswith("in:")]
+    required = list(shape.required)
+    if all_of:  # one `required` value, ANDed: repeating it needs 1.39
+        required[all_of[0]] += f",!{DISABLED}"
+    else:
+        required.append(f"!{DISABLED}")
+    disabled = client.get(
+        "/resource_providers", {"required": DISABLED, "member_of": list(shape.member_of)}
+    )["resource_providers"]
+    return dataclasses.replace(shape, required=tuple(required)), len(disabled)
 
 
 def read_capacity(client: PlacementClient, shape: Shape, by: str = "provider") -> CapacityReport:

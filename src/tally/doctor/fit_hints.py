@@ -35,8 +35,8 @@ from tally.clients.placement import PlacementClient
 from tally.doctor import audit as audits
 from tally.doctor.cloud import Books
 from tally.doctor.drain import enable_command
+from tally.doctor.fill import DISABLED
 
-DISABLED = "COMPUTE_STATUS_DISABLED"
 _RESOURCE = re.compile(r"^resources(?P<s>[^=]*)=(?P<rc>[A-Z0-9_]+):(?P<n>\d+): ")
 _TRAIT = re.compile(r"^required(?P<s>[^=]*)=(?P<t>[A-Z0-9_]+): not met$")
 _AGGREGATE = re.compile(r"^member_of(?P<s>[^=]*)=(?P<a>[0-9a-f-]{36}): not met$")

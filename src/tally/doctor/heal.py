@@ -37,7 +37,6 @@ from tally.doctor.cloud import (
     NOTHING_HELD,
     Books,
     Cloud,
-    Progress,
     Server,
     host_provider,
     migration_holds,
@@ -45,6 +44,7 @@ from tally.doctor.cloud import (
     read_cloud,
     server_claims,
 )
+from tally.progress import Progress, quiet
 
 INCOMPLETE = "00000000-0000-0000-0000-000000000000"  # Placement's default for a missing id
 CREATE, TAKE_BACK, RELOCATE, COMPLETE, REPLACE = (
@@ -90,19 +90,18 @@ def heal(
     max_count: int | None = None,
     apply: bool = False,
     force: bool = False,
-    progress: Progress | None = None,
+    progress: Progress = quiet,
 ) -> HealReport:
     placement.require("1.28", "healing allocations with the consumer generation")
-    cloud = read_cloud(compute)
-    books = read_books(placement, None)
+    cloud = read_cloud(compute, progress)
+    books = read_books(placement, None, progress)
     servers = [s for s in cloud.servers.values() if instance in (None, s.id)]
     if instance and not servers:
         raise BadInput(f"no server {instance} in the compute API")
     healer = _Healer(placement, compute, cloud, books, apply, force)
     healings: list[Healing] = []
     for n, server in enumerate(servers, 1):
-        if progress:
-            progress(n, len(servers))
+        progress("check servers", n, len(servers))
         if max_count is not None and len(healings) >= max_count:
             return HealReport(tuple(healings), checked=n - 1, more=True)
         if server.host and server.status not in NOTHING_HELD and not server.task_state:
