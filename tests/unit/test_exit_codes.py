@@ -6,7 +6,10 @@ tests/lab/test_exit_codes.py."""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import click
@@ -141,3 +144,15 @@ def test_audit_statuses(found, all_fixed, write_failed, status):
 )
 def test_heal_statuses(write_failed, stranded, more, healed, status):
     assert exits.heal_status(write_failed, stranded, more, healed) == status
+
+
+def test_a_reader_gone_ends_quietly_with_141():
+    """`tally ... | head -1` reading less than the output: no BrokenPipeError
+    traceback, and the shell's status for a program its pipe closed (issue 40)."""
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    tally = Path(sys.executable).with_name("tally")
+    done = subprocess.run([str(tally), "db", "--help"], stdout=write, stderr=subprocess.PIPE)
+    os.close(write)
+    assert done.returncode == exits.CLOSED_PIPE == 141
+    assert b"Traceback" not in done.stderr and b"BrokenPipe" not in done.stderr, done.stderr

@@ -17,6 +17,8 @@ everything fixed or 0 drained, the dry run says PENDING.
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 import traceback
 from collections.abc import Iterator
 
@@ -36,6 +38,7 @@ ALL_FIXED = 4  # audit --delete --apply: everything found was fixed
 NOTHING_TO_HEAL = 4  # heal
 PENDING = 5  # a dry run that found writes to make
 BAD_INPUT = 127
+CLOSED_PIPE = 141  # as a shell reports a program ended by SIGPIPE (128 + 13)
 UNEXPECTED = 255
 
 # (status, when, for example: commands run in order on a fresh `tally lab up`, the
@@ -93,6 +96,12 @@ TABLE: tuple[tuple[int, str, str], ...] = (
         "provider, server or host that does not exist; `why` naming a request id no failed "
         "search has",
         "`tally provider inventory set lab-compute-1 --resource VCPU=-4`",
+    ),
+    (
+        CLOSED_PIPE,
+        "the reader of its output went away (a `head -1` after it): the rest is dropped "
+        "quietly, as a shell's own tools end (128 + SIGPIPE)",
+        "none (a pipeline's status is its last command's)",
     ),
     (UNEXPECTED, "an unexpected error (a bug: its traceback is printed)", "none (a bug)"),
 )
@@ -152,6 +161,9 @@ def deciding() -> Iterator[None]:
         raise
     except (click.ClickException, click.exceptions.Exit, click.Abort):
         raise
+    except BrokenPipeError as exc:  # no traceback, and nothing more to flush at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise click.exceptions.Exit(CLOSED_PIPE) from exc
     except UnusableDatabase as exc:
         click.echo(f"Error: {exc}", err=True)
         raise click.exceptions.Exit(FAILED) from exc
