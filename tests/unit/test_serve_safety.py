@@ -33,7 +33,7 @@ def test_noauth_on_a_public_address_is_refused(tmp_path):
         env={"TALLY_DATA_DIR": str(tmp_path / "data"), "TALLY_AUTH_STRATEGY": "noauth"},
     )
     assert result.exit_code == 1
-    assert "refusing to serve auth_strategy = noauth on 0.0.0.0" in result.output
+    assert "refusing to serve: auth_strategy = noauth on 0.0.0.0" in result.output
     assert "noauth_allow_remote" in result.output
     assert not (tmp_path / "data").exists()  # refused before touching the database
 
