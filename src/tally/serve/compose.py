@@ -203,7 +203,9 @@ def _edge(settings: Settings, server: Server) -> Server:
 
 def lab_off_reason(settings: Settings) -> str:
     why = f"setting lab = {settings.lab}"
-    if settings.lab == "auto" and not is_loopback(settings.host):
+    if settings.lab == "auto" and not settings.database.startswith("sqlite"):
+        why += ", and the database is not the embedded SQLite"
+    elif settings.lab == "auto" and not is_loopback(settings.host):
         why += f", and {settings.host} is not a loopback address"
     return why
 
