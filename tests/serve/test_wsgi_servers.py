@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -19,26 +18,12 @@ import pytest
 from tally.db.engine import make_engine
 from tally.placement.ledger.bootstrap import prepare_database
 from tally.serve.start import NOAUTH_WARNING
-from tests.live import free_port, server_process
+from tests.live import free_port, gunicorn_command, server_process, uwsgi_command, wait_until
 
 pytestmark = pytest.mark.slow
 
-APP = "tally.serve.wsgi:application"
-
-
-def gunicorn(bind: str) -> list[str]:
-    pytest.importorskip("gunicorn", reason="gunicorn is in the test extra: pip install '.[test]'")
-    return [sys.executable, "-m", "gunicorn", "--bind", bind, "--workers", "2", APP]
-
-
-def uwsgi(bind: str) -> list[str]:
-    pytest.importorskip("pyuwsgi", reason="pyuwsgi is in the test extra: pip install '.[test]'")
-    run = "import sys; from pyuwsgi import run; sys.exit(run())"  # the `uwsgi` command
-    options = ["--http-socket", bind, "--module", APP, "--master", "--processes", "2"]
-    return [sys.executable, "-c", run, *options, "--lazy-apps", "--need-app", "--die-on-term"]
-
-
-SERVERS = {"gunicorn": gunicorn, "uwsgi": uwsgi}
+SERVERS = {"gunicorn": gunicorn_command, "uwsgi": uwsgi_command}
+START = re.compile(r" INFO tally Tally Placement under WSGI \(pid (\d+), (.*)")
 
 
 def environment(tmp_path: Path, **settings: str) -> dict[str, str]:
@@ -60,8 +45,10 @@ def test_each_worker_says_what_it_serves_and_warns_of_noauth(tmp_path, server):
     with server_process(command, environment(tmp_path), log, port) as (url, _):
         answer = httpx.get(f"{url}/resource_providers", headers={"x-auth-token": "admin"})
         assert (answer.status_code, answer.json()) == (200, {"resource_providers": []})
+        # the first worker up answers; the other may still be building its app
+        wait_until(lambda: len(START.findall(log.read_text())) >= 2, seconds=60, every=0.2)
     text = log.read_text()
-    started = re.findall(r" INFO tally Tally Placement under WSGI \(pid (\d+), (.*)", text)
+    started = START.findall(text)
     assert len(started) == 2 and started[0][0] != started[1][0], text[-3000:]  # per worker
     database = f"sqlite:///{tmp_path / 'data' / 'tally.sqlite'}"
     assert {line for _, line in started} == {
