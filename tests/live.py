@@ -183,3 +183,68 @@ OSC_VENV = Path(os.environ.get("TALLY_OSC_VENV", Path(tempfile.gettempdir()) / "
 def install_osc() -> Path:
     """The real `openstack` CLI with osc-placement, in a cached throw-away venv."""
     return throwaway_venv(OSC_VENV, OSC, " ".join(OSC))
+
+
+# The WSGI servers docs/deploy.md shows, serving `tally.serve.wsgi:application` (the
+# test extra installs both; pyuwsgi is uWSGI's own build as a wheel). Run them with
+# `server_process`, HOME pointing at a folder of the test's: gunicorn puts its control
+# socket there.
+WSGI_APP = "tally.serve.wsgi:application"
+
+
+def gunicorn_command(bind: str, workers: int = 2, *options: str) -> list[str]:
+    pytest.importorskip("gunicorn", reason="gunicorn is in the test extra: pip install '.[test]'")
+    return [sys.executable, "-m", "gunicorn", "--bind", bind, "--workers", str(workers)] + [
+        *options,
+        WSGI_APP,
+    ]
+
+
+def uwsgi_command(bind: str, workers: int = 2, *options: str) -> list[str]:
+    pytest.importorskip("pyuwsgi", reason="pyuwsgi is in the test extra: pip install '.[test]'")
+    run = "import sys; from pyuwsgi import run; sys.exit(run())"  # the `uwsgi` command
+    return [sys.executable, "-c", run, "--http-socket", bind, "--module", WSGI_APP] + [
+        *("--master", "--processes", str(workers), "--lazy-apps", "--need-app"),
+        "--die-on-term",  # SIGTERM stops it (uWSGI 2.0 would reload)
+        *options,
+    ]
+
+
+def wheel_venv(work: Path) -> Path:
+    """A fresh venv in `work/venv` with Tally installed from a wheel `python -m build`
+    makes of this checkout (a copy of it, in `work`: the build writes in its tree).
+    Offline: the build uses this environment's setuptools, the venv gets the wheel
+    alone (`--no-deps`, no index) and sees this environment's packages through a .pth
+    file (`pip check` there: the wheel's requirements are met). Its `bin/tally` runs
+    the wheel's code as long as PYTHONPATH is unset."""
+    import sysconfig
+
+    pytest.importorskip("build", reason="`build` is in the test extra: pip install '.[test]'")
+    root = Path(__file__).resolve().parents[1]
+    tree = work / "checkout"
+    tree.mkdir(parents=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(root / name, tree)
+    shutil.copytree(root / "src", tree / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    _run(sys.executable, "-m", "build", "--no-isolation", "--outdir", work / "dist", tree)
+    [wheel] = (work / "dist").glob("tally_placement-*-py3-none-any.whl")
+    venv = work / "venv"
+    _run(sys.executable, "-m", "venv", "--without-pip", venv)
+    pip = [sys.executable, "-m", "pip", "--python", venv / "bin" / "python"]
+    _run(*pip, "install", "--no-deps", "--no-index", "--disable-pip-version-check", wheel)
+    code = "import sysconfig; print(sysconfig.get_paths()['purelib'])"
+    site = Path(_run(venv / "bin" / "python", "-c", code, clean=True).strip())
+    (site / "_this_environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    _run(*pip, "check", "--disable-pip-version-check")
+    return venv
+
+
+def _run(*command: str | Path, clean: bool = False) -> str:
+    """`command`'s output; `clean`: without PYTHON* (the fresh venv's own paths only)."""
+    env = {k: v for k, v in os.environ.items() if not (clean and k.startswith("PYTHON"))}
+    done = subprocess.run(
+        [str(part) for part in command], env=env, capture_output=True, text=True, timeout=300
+    )
+    if done.returncode != 0:
+        pytest.fail(f"{command}:\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}")
+    return done.stdout

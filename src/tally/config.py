@@ -24,6 +24,8 @@ class Setting:
     env: str
     placement_conf: tuple[str, str] | None = None  # (section, option) in placement.conf
     choices: tuple[str, ...] = ()
+    least: int | None = None  # an integer's bounds, checked when read
+    most: int | None = None
 
 
 def _bool(value: Any) -> bool:
@@ -39,6 +41,34 @@ SETTINGS: tuple[Setting, ...] = (
         "SQLAlchemy URL; empty means a SQLite file at `data_dir/tally.sqlite`.",
         "TALLY_DATABASE_URL",
         ("placement_database", "connection"),
+    ),
+    Setting(
+        "database_max_pool_size",
+        10,
+        "Connections each serving process keeps open to a PostgreSQL or MySQL database "
+        "(the embedded SQLite keeps its own 8); with `database_max_overflow`, the most it "
+        "opens (docs/deploy.md: the connection budget).",
+        "TALLY_DATABASE_MAX_POOL_SIZE",
+        ("placement_database", "max_pool_size"),
+        least=1,
+    ),
+    Setting(
+        "database_max_overflow",
+        20,
+        "Connections a serving process may open beyond `database_max_pool_size` when "
+        "busy, closed again when returned.",
+        "TALLY_DATABASE_MAX_OVERFLOW",
+        ("placement_database", "max_overflow"),
+        least=0,
+    ),
+    Setting(
+        "database_pool_timeout",
+        30,
+        "Seconds a request waits for a free connection of its process's pool before it "
+        "answers 503 (on MySQL, within the request's read timeout).",
+        "TALLY_DATABASE_POOL_TIMEOUT",
+        ("placement_database", "pool_timeout"),
+        least=1,
     ),
     Setting(
         "placement_conf",
@@ -224,9 +254,15 @@ SETTINGS: tuple[Setting, ...] = (
         "TALLY_FAILURES_QUEUE",
     ),
     Setting("host", "127.0.0.1", "Address `tally serve` listens on.", "TALLY_HOST"),
-    Setting("port", 8778, "Port `tally serve` listens on.", "TALLY_PORT"),
     Setting(
-        "workers", 1, "Worker processes of `tally serve` (sharing one socket).", "TALLY_WORKERS"
+        "port", 8778, "Port `tally serve` listens on (1-65535).", "TALLY_PORT", least=1, most=65535
+    ),
+    Setting(
+        "workers",
+        1,
+        "Worker processes of `tally serve` (sharing one socket; at least 1).",
+        "TALLY_WORKERS",
+        least=1,
     ),
     Setting(
         "log_level",
@@ -445,13 +481,28 @@ def _coerce(name: str, value: Any) -> Any:
         return tuple(str(item).strip() for item in items if str(item).strip())
     if isinstance(setting.default, int):
         try:
-            return int(value)
+            number = int(value)
         except ValueError:
             raise ValueError(f"setting {name} must be an integer, not {value!r}") from None
+        return _in_bounds(setting, number)
     value = str(value)
     if setting.choices and value not in setting.choices:
         raise ValueError(f"setting {name} must be one of {', '.join(setting.choices)}: {value!r}")
     return value
+
+
+def _in_bounds(setting: Setting, number: int) -> int:
+    """`number`, or ValueError naming the setting and its bounds."""
+    low, high = setting.least, setting.most
+    if (low is None or number >= low) and (high is None or number <= high):
+        return number
+    if high is None:
+        bounds = f"at least {low}"
+    elif low is None:
+        bounds = f"at most {high}"
+    else:
+        bounds = f"from {low} to {high}"
+    raise ValueError(f"setting {setting.name} must be {bounds}, not {number}")
 
 
 def read_placement_conf(path: str | os.PathLike) -> dict[str, Any]:

@@ -153,20 +153,28 @@ def test_a_sqlite_file_that_is_not_a_database(tmp_path):
 
 
 @pytest.mark.parametrize(
-    ("url", "module", "extra"),
+    ("url", "module", "package", "extra"),
     [
-        ("postgresql+psycopg://tally@127.0.0.1/tally", "psycopg", "tally-placement[postgres]"),
-        ("mysql+pymysql://tally@127.0.0.1/tally", "pymysql", "tally-placement[mysql]"),
+        (
+            "postgresql+psycopg://tally@127.0.0.1/tally",
+            "psycopg",
+            "psycopg[binary]>=3.1",
+            "postgres",
+        ),
+        ("mysql+pymysql://tally@127.0.0.1/tally", "pymysql", "pymysql>=1.1", "mysql"),
     ],
 )
-def test_a_missing_driver_names_the_extra(url, module, extra, monkeypatch):
+def test_a_missing_driver_names_what_installs_it(url, module, package, extra, monkeypatch):
+    """Into the Python running Tally (no index has Tally itself), or its extra from
+    Tally's checkout."""
     monkeypatch.setitem(sys.modules, module, None)  # as if it were not installed
-    for command in (["db", "upgrade"], ["serve"]):
+    for command in (["db", "upgrade"], ["serve", "--port", str(free_port())]):
         code, output = run(*command, database=url)
         assert code == 1
         assert output == (
-            f"Error: cannot use {url}: its driver ({module}) is not installed; install it "
-            f"with `pip install '{extra}'`.\n"
+            f"Error: cannot use {url}: its driver ({module}) is not installed; install it: "
+            f"`{sys.executable} -m pip install '{package}'` (Tally's [{extra}] extra; from "
+            f"Tally's checkout: `pip install '.[{extra}]'`).\n"
         )
 
 
@@ -187,4 +195,9 @@ def test_a_sqlite_folder_that_cannot_be_made(tmp_path):
     blocker.write_text("")
     url = f"sqlite:///{blocker / 'data' / 'tally.sqlite'}"
     code, output = run("db", "upgrade", database=url)
-    assert (code, output) == (1, f"Error: cannot reach database {url}: Not a directory\n")
+    assert (code, output) == (
+        1,
+        f"Error: the data folder {blocker / 'data'} cannot be made: {blocker} is not a "
+        "folder; choose another folder: data_dir (TALLY_DATA_DIR), or a sqlite:/// "
+        "database_url\n",
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,7 +28,7 @@ for path in ("/resource_providers", "/identity/v3"):
 def load(tmp_path: Path, code: str = "import tally.serve.wsgi", **env: str):
     return subprocess.run(
         [sys.executable, "-c", code],
-        env=dict(os.environ, TALLY_DATABASE_URL="", TALLY_DATA_DIR=str(tmp_path), **env),
+        env={**os.environ, "TALLY_DATABASE_URL": "", "TALLY_DATA_DIR": str(tmp_path), **env},
         capture_output=True,
         text=True,
         timeout=120,
@@ -111,3 +112,52 @@ def test_keystone_without_its_configuration_fails_at_load_in_one_line(tmp_path):
         done = load(tmp_path, SERVE_ONE, **env)
         assert done.returncode == 1
         assert done.stderr.splitlines()[-1] == f"tally.serve.edge.UnsafeSettings: {line}"
+
+
+def started(stderr: str) -> list[str]:
+    """The start line(s) and warnings the entry logged (after `INFO tally `...)."""
+    return [
+        line.split(" tally ", 1)[1]
+        for line in stderr.splitlines()
+        if " INFO tally Tally Placement " in line or " WARNING tally " in line
+    ]
+
+
+def test_the_start_line_hides_the_password_and_noauth_warns(tmp_path):
+    """A server database that is down only now still loads (the app answers 503):
+    its start line names it without the password, and noauth adds its WARNING."""
+    from tally.serve.start import NOAUTH_WARNING
+
+    url = "postgresql+psycopg://placement:s3cret@127.0.0.1:1/placement"
+    done = load(tmp_path, TALLY_DATABASE_URL=url, TALLY_DATABASE_MAX_POOL_SIZE="4")
+    assert done.returncode == 0, done.stderr
+    assert "s3cret" not in done.stderr
+    pid = re.search(r"under WSGI \(pid (\d+)\)", done.stderr)
+    assert pid is not None, done.stderr
+    assert started(done.stderr) == [
+        f"Tally Placement under WSGI (pid {pid[1]}): database postgresql+psycopg://"
+        "placement:***@127.0.0.1:1/placement, auth_strategy noauth, lab off (lab = auto is "
+        "off under a WSGI server: set lab = on to serve it), candidates index up to 2048 MiB "
+        "per process",
+        NOAUTH_WARNING,
+    ]
+
+
+def test_keystone_and_the_lab_are_named_and_no_warning_given(tmp_path):
+    from tests.unit.test_serve_safety import KEYSTONE_AUTHTOKEN
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'tally.sqlite'}")
+    migrate.upgrade(engine)
+    engine.dispose()
+    (tmp_path / "placement.conf").write_text(KEYSTONE_AUTHTOKEN)
+    env = {
+        "TALLY_AUTH_STRATEGY": "keystone",
+        "TALLY_PLACEMENT_CONF": str(tmp_path / "placement.conf"),
+    }
+    done = load(tmp_path, **env, TALLY_LAB="on", TALLY_CANDIDATES_INDEX_MAX_MB="0")
+    assert done.returncode == 0, done.stderr
+    [line] = started(done.stderr)
+    assert line.endswith(
+        f": database sqlite:///{tmp_path / 'tally.sqlite'}, auth_strategy keystone, lab on "
+        "(compute /compute/v2.1), candidates index off"
+    )

@@ -30,6 +30,8 @@ ROOT = Path(__file__).resolve().parents[2]
 UPSTREAM = "mysql+pymysql://placement:secret@db.example.org/placement"
 TALLY = "postgresql+psycopg://tally:secret@db.example.org/tally"
 BACK = "mysql+pymysql://placement:secret@db.example.org/placement_back"
+INSTALL = ".venv/bin/pip install -e '.[mysql,postgres]'"
+DRIVERS = "python -c 'import pymysql, psycopg'"  # what that installs, here already
 
 
 def move_script() -> str:
@@ -55,6 +57,7 @@ def test_readme_move_runs_as_written(tmp_path):
     untouched = hashlib.sha256(source.read_bytes()).hexdigest()
     script = move_script()
     for example, ours in (
+        (INSTALL, DRIVERS),
         (BACK, f"sqlite:///{tmp_path / 'back.sqlite'}"),  # before UPSTREAM, its prefix
         (UPSTREAM, f"sqlite:///{source}"),
         (TALLY, f"sqlite:///{tmp_path / 'tally' / 'tally.sqlite'}"),
@@ -70,9 +73,9 @@ def test_readme_move_runs_as_written(tmp_path):
         ["bash", "-c", marked], env=env, capture_output=True, text=True, timeout=300
     )
     chunks = re.split(r"::status::(\d+)\n", done.stdout)
-    outputs = list(zip(lines[2:], chunks[4::2], strict=False))
+    outputs = list(zip(lines[3:], chunks[6::2], strict=False))
     statuses = [int(code) for code in chunks[1::2]]
-    assert statuses == [0, 0, 1, 0, 0, 0, 0], (done.stdout, done.stderr[-3000:])
+    assert statuses == [0, 0, 0, 1, 0, 0, 0, 0], (done.stdout, done.stderr[-3000:])
     refused, dry, imported, served, exported = (text for _, text in outputs)
     assert "is an upstream Placement database (schema revision a082b8bb98d0" in done.stderr
     assert "nothing was written" in dry and books.uid("cn3") in dry

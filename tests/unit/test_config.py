@@ -74,7 +74,13 @@ def test_every_setting_has_an_env_name_and_help():
 
 @pytest.mark.parametrize(
     ("name", "value", "message"),
-    [("over_capacity", "maybe", "must be one of refuse, allow"), ("port", "x", "integer")],
+    [
+        ("over_capacity", "maybe", "must be one of refuse, allow"),
+        ("port", "x", "integer"),
+        ("port", 99999, "setting port must be from 1 to 65535, not 99999"),
+        ("port", 0, "setting port must be from 1 to 65535, not 0"),
+        ("workers", 0, "setting workers must be at least 1, not 0"),
+    ],
 )
 def test_bad_values_name_the_setting(name, value, message):
     with pytest.raises(ValueError, match=message):
@@ -91,6 +97,7 @@ state_path = /var/lib/placement
 [placement_database]
 connection = sqlite:///{dir}/placement.sqlite
 max_pool_size = 20
+max_retries = 10
 
 [api]
 auth_strategy = noauth2
@@ -110,9 +117,10 @@ def test_placement_conf_logging_options_are_honoured(tmp_path):
     assert log_path("", "/var/log/tally") == "/var/log/tally/tally.log"
     assert log_path("", "") is None  # stderr
     # what Tally ignores is named (auth_token reads its own section whole)
+    assert settings.database_max_pool_size == 20  # the connection budget's, read
     assert unused_placement_options(conf) == [
         "[DEFAULT] state_path",
-        "[placement_database] max_pool_size",
+        "[placement_database] max_retries",
     ]
 
 

@@ -33,7 +33,7 @@ def test_noauth_on_a_public_address_is_refused(tmp_path):
         env={"TALLY_DATA_DIR": str(tmp_path / "data"), "TALLY_AUTH_STRATEGY": "noauth"},
     )
     assert result.exit_code == 1
-    assert "refusing to serve auth_strategy = noauth on 0.0.0.0" in result.output
+    assert "refusing to serve: auth_strategy = noauth on 0.0.0.0" in result.output
     assert "noauth_allow_remote" in result.output
     assert not (tmp_path / "data").exists()  # refused before touching the database
 
@@ -109,11 +109,14 @@ def test_lab_auto_is_off_on_an_address_others_reach(host):
 
 
 def test_lab_auto_stays_on_with_sqlite_on_loopback():
-    from tally.serve.compose import lab_enabled
+    from tally.serve.compose import describe, lab_enabled
 
     assert lab_enabled(Settings.of(host="127.0.0.1"))
     assert lab_enabled(Settings.of(host="localhost"))
     assert not lab_enabled(Settings.of(host="127.0.0.1", database_url="postgresql://x/y"))
+    assert describe(Settings.of(database_url="postgresql://x/y"), "http://x") == [
+        "Lab off (setting lab = auto, and the database is not the embedded SQLite): Placement only"
+    ]
 
 
 def test_a_public_bind_serves_no_lab_identity(sqlite_engine):

@@ -3,14 +3,25 @@ buffered before a thread runs them; `--workers N` pre-forked processes)."""
 
 from __future__ import annotations
 
+import errno
 import logging
+import os
+import socket
 from typing import Any
 
 import click
 
+from tally.cli.exits import BAD_INPUT
 from tally.config import SETTINGS, Settings, load_settings
-from tally.serve.edge import is_loopback
 from tally.serve.logs import configure_logging
+
+
+class BadSettings(click.ClickException):
+    """A setting out of its bounds, or a settings file that cannot be read: bad input
+    (127), told in one line (it may come from a file or the environment, so no usage
+    of the command line goes with it)."""
+
+    exit_code = BAD_INPUT
 
 
 def read_settings(config_file: str | None, placement_conf: str | None, **given: Any) -> Settings:
@@ -18,42 +29,41 @@ def read_settings(config_file: str | None, placement_conf: str | None, **given: 
     try:
         return load_settings(config_file, placement_conf, **given)
     except (ValueError, OSError) as exc:  # a placement.conf's PlacementConfError too
-        raise click.UsageError(f"cannot read the settings: {exc}") from None
+        raise BadSettings(f"cannot read the settings: {exc}") from None
 
 
 def refuse_unsafe_bind(settings: Settings) -> None:
     """noauth trusts whatever token it is sent: only on loopback, unless told. The lab
     identity only off loopback once the operator has set its users' passwords."""
-    from tally.identity.users import parse_users
-    from tally.serve.compose import check_auth
-    from tally.serve.edge import UnsafeSettings, weak_lab_users
+    from tally.serve.edge import UnsafeSettings
+    from tally.serve.start import refuse_unsafe
 
     try:
-        check_auth(settings)
+        refuse_unsafe(settings, [settings.host])
     except UnsafeSettings as exc:
         raise click.ClickException(f"refusing to serve: {exc}") from None
-    if is_loopback(settings.host):
-        return
-    if settings.auth_strategy == "noauth" and not settings.noauth_allow_remote:
-        raise click.ClickException(
-            f"refusing to serve auth_strategy = noauth on {settings.host}: anyone reaching "
-            "it would be an admin. Use auth_strategy = keystone, listen on 127.0.0.1, or set "
-            "noauth_allow_remote = true (TALLY_NOAUTH_ALLOW_REMOTE=1) if that is intended."
-        )
-    weak = weak_lab_users(parse_users(settings.lab_users))
-    if settings.auth_strategy == "lab" and weak:
-        raise click.ClickException(
-            f"refusing to serve auth_strategy = lab on {settings.host}: lab user(s) "
-            f"{', '.join(weak)} keep the default password (or their name), which anyone "
-            "reaching it could log in with. Set lab_users (TALLY_LAB_USERS="
-            "user:password:project:role+role) with passwords of your own, or listen on "
-            "127.0.0.1."
-        )
 
 
-def run_server(settings: Settings) -> None:
-    """Serve until SIGTERM/SIGINT; each serving process builds its own app, and the
-    lab's ticker, after the fork."""
+def bind(settings: Settings) -> socket.socket:
+    """The listening socket, bound before anything says it serves; a port taken by
+    another server, or an address this host does not have, in one line (status 1)."""
+    from tally.serve import server as serving
+
+    where = f"{settings.host}:{settings.port}"
+    try:
+        return serving.listen(settings.host, settings.port)
+    except OSError as exc:
+        if exc.errno == errno.EADDRINUSE:
+            raise click.ClickException(
+                f"cannot listen on {where}: port in use (another server listens there); "
+                "stop it, or choose another port (--port, TALLY_PORT)"
+            ) from None
+        raise click.ClickException(f"cannot listen on {where}: {exc.strerror or exc}") from None
+
+
+def run_server(settings: Settings, sock: socket.socket) -> None:
+    """Serve on `sock` until SIGTERM/SIGINT; each serving process builds its own app,
+    and the lab's ticker, after the fork."""
     from tally.serve import server as serving
 
     def build() -> serving.WSGIApp:
@@ -63,12 +73,6 @@ def run_server(settings: Settings) -> None:
         start_ticker(server)  # per process: the lab's migrations and resource tracker
         return server
 
-    try:
-        sock = serving.listen(settings.host, settings.port)
-    except OSError as exc:
-        raise click.ClickException(
-            f"cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}"
-        ) from None
     limits = serving.Limits(body=settings.max_body_bytes)
     serving.serve(sock, build, limits, workers=settings.workers)
 
@@ -95,34 +99,39 @@ def serve(
         for s in SETTINGS:
             click.echo(f"{s.name} (env {s.env}, default {s.default!r})\n    {s.help}")
         return
-    from tally.db.engine import make_engine  # imported here: keeps `tally --help` quick
+    from tally.db.engine import engine_for  # imported here: keeps `tally --help` quick
+    from tally.db.sqlite import refuse_unwritable
     from tally.placement.ledger.bootstrap import prepare_database
 
     settings = read_settings(config_file, placement_conf, host=host, port=port, workers=workers)
     if not get_path:
         refuse_unsafe_bind(settings)
+    refuse_unwritable(settings.database)  # before the bind: the folder fails alone
+    sock = None if get_path else bind(settings)  # a busy port fails before anything else
     configure_logging(settings)
     if not get_path:  # before any count and before the fork: the workers' shared counts
         from tally.counts import prepare_multiprocess
 
         logging.getLogger("tally").info("metrics of the workers in %s", prepare_multiprocess())
-    engine = make_engine(settings.database)
+    engine = engine_for(settings)
     prepare_database(engine)
-    if get_path:
-        _get_in_process(settings, engine, get_path)
+    if sock is None:
+        _get_in_process(settings, engine, get_path or "/")
         return
     engine.dispose()  # workers open their own connections after the fork
-    logging.getLogger("tally").info(
-        "Tally Placement on http://%s:%s (database %s)",
-        settings.host,
-        settings.port,
-        engine.url.render_as_string(hide_password=True),
-    )
-    from tally.serve.compose import describe
+    _announce(settings)
+    run_server(settings, sock)
 
-    for line in describe(settings, f"http://{settings.host}:{settings.port}"):
+
+def _announce(settings: Settings) -> None:
+    from tally.serve.compose import describe, lab_enabled
+    from tally.serve.start import announce
+
+    url = f"http://{settings.host}:{settings.port}"
+    workers = f"{settings.workers} worker{'s' if settings.workers > 1 else ''}"
+    announce(settings, f"on {url} (pid {os.getpid()}, {workers})")
+    for line in describe(settings, url) if lab_enabled(settings) else []:
         logging.getLogger("tally").info("%s", line)
-    run_server(settings)
 
 
 def _get_in_process(settings: Settings, engine, path: str) -> None:  # noqa: ANN001

@@ -50,9 +50,9 @@ def cloud_connection(
         import openstack.config
         from openstack import exceptions as sdk_exceptions
     except ImportError as exc:  # pragma: no cover - the [keystone] extra is missing
-        raise ConfigurationError(
-            "--os-cloud needs openstacksdk: pip install 'tally-placement[keystone]'"
-        ) from exc
+        from tally.install import hint
+
+        raise ConfigurationError(f"--os-cloud needs openstacksdk: {hint('keystone')}") from exc
     options = {k: v for k, v in {"region_name": region_name, "interface": interface}.items() if v}
     try:
         with warnings.catch_warnings():  # openstacksdk's notices about its own future

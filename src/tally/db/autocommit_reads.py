@@ -10,7 +10,12 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from tally.db import probe
+from tally.db.engine import pool_of
 from tally.db.transaction import transaction
+
+# the autocommit pool's own bounds, below the engine's (`engine.Pool`) when it is smaller
+READERS_KEPT = 4
+READERS_OVERFLOW = 12
 
 
 def read_outside_transaction(engine: sa.Engine, sql: str) -> object:
@@ -47,7 +52,8 @@ def _first_value(readers: sa.Engine, sql: str) -> object:
 
 def readers_of(engine: sa.Engine) -> sa.Engine | None:
     """`engine`'s pool of autocommit connections (PostgreSQL; None elsewhere), made on
-    first use and disposed with it (before `tally serve` forks, among others)."""
+    first use and disposed with it (before `tally serve` forks, among others): at
+    most 4 kept and 12 more, each no more than the engine's own pool allows."""
     if engine.dialect.name != "postgresql":
         return None
     found = _READERS.get(engine)
@@ -55,12 +61,14 @@ def readers_of(engine: sa.Engine) -> sa.Engine | None:
         with _READERS_LOCK:
             found = _READERS.get(engine)
             if found is None:
+                limits = pool_of(engine)
                 found = _READERS[engine] = probe.create(
                     engine.url,
                     isolation_level="AUTOCOMMIT",
                     pool_reset_on_return=None,  # no transaction is ever open
-                    pool_size=4,
-                    max_overflow=12,
+                    pool_size=min(READERS_KEPT, limits.size),
+                    max_overflow=min(READERS_OVERFLOW, limits.overflow),
+                    pool_timeout=limits.timeout,
                 )
                 event.listen(engine, "engine_disposed", lambda _engine: found.dispose())
     return found

@@ -17,7 +17,10 @@ connections). On MySQL the waits of one request on a server that does not answer
 
 from __future__ import annotations
 
+import dataclasses
 import time
+import weakref
+from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy import event
@@ -33,7 +36,40 @@ IDLE_PING_SECONDS = 1.0
 PG_CONNECT_TIMEOUT = 2
 
 
-def make_engine(url: str) -> sa.Engine:
+@dataclasses.dataclass(frozen=True)
+class Pool:
+    """How many connections one process keeps (`size`) and may open beyond them when
+    busy (`overflow`) to a server database, and how long a request waits for one
+    (`timeout`, seconds): the settings `database_max_pool_size`,
+    `database_max_overflow` and `database_pool_timeout`."""
+
+    size: int = 10
+    overflow: int = 20
+    timeout: float = 30
+
+    @classmethod
+    def of(cls, settings: Any) -> Pool:
+        return cls(
+            settings.database_max_pool_size,
+            settings.database_max_overflow,
+            settings.database_pool_timeout,
+        )
+
+
+_POOLS: weakref.WeakKeyDictionary[sa.Engine, Pool] = weakref.WeakKeyDictionary()
+
+
+def engine_for(settings: Any) -> sa.Engine:
+    """The engine of the settings' database, its pool as they size it."""
+    return make_engine(settings.database, Pool.of(settings))
+
+
+def pool_of(engine: sa.Engine) -> Pool:
+    """The pool limits `engine` was made with (the defaults for one made elsewhere)."""
+    return _POOLS.get(engine, Pool())
+
+
+def make_engine(url: str, pool: Pool = Pool()) -> sa.Engine:
     """The engine of Tally's database. An upstream Placement database (or a schema
     revision Tally does not know) is refused first, through a read-only probe: our
     own first connection would switch a SQLite file to WAL (probe.UnusableDatabase;
@@ -50,7 +86,11 @@ def make_engine(url: str) -> sa.Engine:
     probe.refuse_foreign(parsed, strict=parsed.get_backend_name() == "sqlite")
     if parsed.get_backend_name() == "sqlite":
         return sqlite_engine(parsed)
-    options: dict = {"pool_size": 10, "max_overflow": 20}
+    options: dict = {
+        "pool_size": pool.size,
+        "max_overflow": pool.overflow,
+        "pool_timeout": pool.timeout,
+    }
     given = set(parsed.query)
     if parsed.get_backend_name() in ("mysql", "mariadb"):
         # As on PostgreSQL, each statement sees what committed before it: under InnoDB's
@@ -66,6 +106,7 @@ def make_engine(url: str) -> sa.Engine:
         mysql.session(engine, sync_wait, mysql.timeouts_of(parsed))
     _ping_when_idle(engine)
     refuse_writes_in_reads(engine)
+    _POOLS[engine] = pool
     return engine
 
 

@@ -13,6 +13,9 @@ from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy.pool import NullPool
 
+from tally.db import upgrade_lock
+from tally.db.transaction import WRITE
+
 MIGRATIONS = Path(__file__).parent / "migrations"
 
 
@@ -24,8 +27,14 @@ def alembic_config(connection: sa.Connection | None = None) -> Config:
 
 
 def upgrade(engine: sa.Engine, revision: str = "head") -> None:
-    with _patient(engine) as patient, patient.begin() as conn:
-        command.upgrade(alembic_config(conn), revision)
+    """Migrate to `revision` in one transaction (where the database's DDL is
+    transactional), under the schema upgrade lock (`upgrade_lock`): from any number
+    of hosts at once, one migrates and the others find it done."""
+    with upgrade_lock.held(engine), _patient(engine) as patient, patient.connect() as conn:
+        if conn.dialect.name == "sqlite":  # BEGIN IMMEDIATE: the file's write lock at once
+            conn.execution_options(**{WRITE: True})
+        with conn.begin():
+            command.upgrade(alembic_config(conn), revision)
 
 
 @contextlib.contextmanager

@@ -24,15 +24,33 @@ from tally.db import forks
 from tally.db import upstream_schema as upstream
 from tally.db.errors import UnusableDatabase
 
-# Driver module -> how to get it (the extras of pyproject.toml).
+# Driver module -> (what to say first, the extra of pyproject.toml that has Tally's).
 _DRIVER_HINTS = {
-    "psycopg": "install it with `pip install 'tally-placement[postgres]'`",
-    "pymysql": "install it with `pip install 'tally-placement[mysql]'`",
-    "psycopg2": "Tally's PostgreSQL driver is psycopg 3: write the URL as "
-    "`postgresql+psycopg://...` and `pip install 'tally-placement[postgres]'`",
-    "MySQLdb": "Tally's MySQL driver is PyMySQL: write the URL as `mysql+pymysql://...` "
-    "and `pip install 'tally-placement[mysql]'`",
+    "psycopg": ("install it", "postgres"),
+    "pymysql": ("install it", "mysql"),
+    "psycopg2": (
+        "Tally's PostgreSQL driver is psycopg 3: write the URL as `postgresql+psycopg://...` "
+        "and install it",
+        "postgres",
+    ),
+    "MySQLdb": (
+        "Tally's MySQL driver is PyMySQL: write the URL as `mysql+pymysql://...` and install it",
+        "mysql",
+    ),
 }
+
+
+def driver_hint(module: str) -> str:
+    """How to get the driver `module`, as it works from where the reader is
+    (tally.install: into the Python running Tally, or from Tally's checkout)."""
+    if module not in _DRIVER_HINTS:
+        return f"install the Python package that provides {module!r}"
+    from tally.install import hint
+
+    first, extra = _DRIVER_HINTS[module]
+    return f"{first}: {hint(extra)}"
+
+
 # backend -> (dialect, driver) Tally installs; the module of a driver by its name
 _OUR_DRIVERS = {
     "postgresql": ("postgresql", "psycopg"),
@@ -72,9 +90,9 @@ def create(url: str | sa.URL, **options: object) -> sa.Engine:
         engine = sa.create_engine(url, **options)
     except (ImportError, sa.exc.NoSuchModuleError) as exc:
         module = getattr(exc, "name", None) or str(exc).rsplit(":", 1)[-1].strip(" '\"")
-        hint = _DRIVER_HINTS.get(module, f"install the Python package that provides {module!r}")
         raise UnusableDatabase(
-            f"cannot use {safe_url(url)}: its driver ({module}) is not installed; {hint}."
+            f"cannot use {safe_url(url)}: its driver ({module}) is not installed; "
+            f"{driver_hint(module)}."
         ) from None
     forks.track(engine)  # its connections never cross a fork
     return engine

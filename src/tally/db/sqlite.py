@@ -6,15 +6,18 @@ a thread of its own after writes (`wal_checkpoint`), not inside a writer's COMMI
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import sqlalchemy as sa
 from sqlalchemy import event
 
 from tally.db import damage, probe, wal_checkpoint, writer_queue
+from tally.db.errors import UnusableDatabase
 from tally.db.transaction import WRITE, refuse_writes_in_reads
 
 BUSY_TIMEOUT_SECONDS = 30
+_ELSEWHERE = "choose another folder: data_dir (TALLY_DATA_DIR), or a sqlite:/// database_url"
 
 
 def sqlite_engine(url: sa.URL) -> sa.Engine:
@@ -24,6 +27,7 @@ def sqlite_engine(url: sa.URL) -> sa.Engine:
         try:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
+            refuse_unwritable(url)  # the folder's own words, when that is why
             raise probe.UnusableDatabase(
                 f"cannot reach database {probe.safe_url(url)}: {exc.strerror or exc}"
             ) from None
@@ -63,3 +67,32 @@ def sqlite_engine(url: sa.URL) -> sa.Engine:
     writer_queue.install(engine, path)
     damage.watch(engine)
     return engine
+
+
+def refuse_unwritable(database: str | sa.URL) -> None:
+    """UnusableDatabase, in one line, when `database` is a SQLite file this process
+    could not write: its folder (or the nearest one that exists, where it would be
+    made) or the file itself. A server database passes."""
+    path = probe.sqlite_path(probe.parse(database))
+    if path is None:
+        return
+    folder = path.parent
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise UnusableDatabase(
+            f"the data folder {folder} cannot be made: {existing} is not a folder; {_ELSEWHERE}"
+        )
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = f"the data folder {folder}"
+        what += " is not" if existing == folder else f" cannot be made: {existing} is not"
+        raise UnusableDatabase(
+            f"{what} writable by this process (uid {os.geteuid()}): the SQLite database "
+            f"{path.name} and its -wal file live there; make it writable, or {_ELSEWHERE}"
+        )
+    if path.exists() and not os.access(path, os.W_OK):
+        raise UnusableDatabase(
+            f"the SQLite database {path} is read-only for this process (uid "
+            f"{os.geteuid()}): make it writable, or {_ELSEWHERE}"
+        )

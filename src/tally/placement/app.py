@@ -9,7 +9,7 @@ import orjson
 import sqlalchemy as sa
 
 from tally.config import Settings
-from tally.db.engine import make_engine
+from tally.db.engine import engine_for
 from tally.placement import cors, error_responses, middleware, openapi, policy
 from tally.placement.context import Service, new_index
 from tally.placement.error_types import TallyError
@@ -88,7 +88,7 @@ def create_app(
     page and the doctor's in-process client reach it through this app. `beside`:
     the OpenAPI path items of what is served next to it (`/healthcheck`, `/metrics`),
     listed in its `/openapi.json`."""
-    engine = engine or make_engine(settings.database)
+    engine = engine or engine_for(settings)
     if index is None:
         index = new_index(settings)
     service = Service(

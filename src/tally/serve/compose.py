@@ -22,7 +22,7 @@ import sqlalchemy as sa
 
 from tally.clients.inprocess import as_caller
 from tally.config import Settings
-from tally.db.engine import make_engine
+from tally.db.engine import engine_for
 from tally.serve.edge import NOAUTH_PROTOCOL, StripClientIdentity, UnsafeSettings, is_loopback
 
 log = logging.getLogger("tally")
@@ -60,15 +60,20 @@ class Mount:
 
 
 class Server(Mount):
-    """The composed WSGI app; `lab` is the compute's Lab (None with the lab off)."""
+    """The composed WSGI app; `lab` is the compute's Lab (None with the lab off),
+    `engine` the database engine every app of it shares."""
 
     lab: Any = None
+    engine: sa.Engine | None = None
 
 
 def create_server(settings: Settings, engine: sa.Engine | None = None) -> Server:
     """Everything served, behind the edge that decides who the caller is."""
     check_auth(settings)
-    return _edge(settings, _compose(settings, engine or make_engine(settings.database)))
+    engine = engine or engine_for(settings)
+    server = _edge(settings, _compose(settings, engine))
+    server.engine = engine
+    return server
 
 
 def check_auth(settings: Settings) -> None:
@@ -200,13 +205,19 @@ def _edge(settings: Settings, server: Server) -> Server:
     return wrapped
 
 
+def lab_off_reason(settings: Settings) -> str:
+    why = f"setting lab = {settings.lab}"
+    if settings.lab == "auto" and not settings.database.startswith("sqlite"):
+        why += ", and the database is not the embedded SQLite"
+    elif settings.lab == "auto" and not is_loopback(settings.host):
+        why += f", and {settings.host} is not a loopback address"
+    return why
+
+
 def describe(settings: Settings, url: str) -> list[str]:
     """What `tally serve` prints at start about the lab."""
     if not lab_enabled(settings):
-        why = f"setting lab = {settings.lab}"
-        if settings.lab == "auto" and not is_loopback(settings.host):
-            why += f", and {settings.host} is not a loopback address"
-        return [f"Lab off ({why}): Placement only"]
+        return [f"Lab off ({lab_off_reason(settings)}): Placement only"]
     from tally.identity.users import parse_users
     from tally.serve.edge import weak_lab_users
 

@@ -35,8 +35,10 @@ def auth_token_front(app: Callable, settings: Settings) -> Callable:
     try:
         from keystonemiddleware import auth_token  # the [keystone] extra
     except ImportError:
+        from tally.install import hint
+
         raise UnsafeSettings(
-            "auth_strategy = keystone needs keystonemiddleware: install tally[keystone]."
+            f"auth_strategy = keystone needs keystonemiddleware: {hint('keystone')}."
         ) from None
     if not settings.placement_conf:
         raise UnsafeSettings(

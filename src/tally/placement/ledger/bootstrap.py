@@ -7,7 +7,7 @@ import os_resource_classes
 import os_traits
 import sqlalchemy as sa
 
-from tally.db import migrate, probe
+from tally.db import migrate, probe, sqlite, upgrade_lock
 from tally.db import schema as t
 from tally.db.retry import retrying
 from tally.db.transaction import transaction
@@ -33,9 +33,12 @@ def sync_standards(engine: sa.Engine) -> None:
 def prepare_database(engine: sa.Engine) -> None:
     """Migrate the schema to head and sync the standard classes and traits. First,
     without changing anything: an upstream Placement database (or a revision Tally
-    does not know) is refused, and so is a database that cannot be reached, each in
-    one line (probe.UnusableDatabase)."""
+    does not know) is refused, and so are a database that cannot be reached and a
+    SQLite file this process could not write, each in one line
+    (probe.UnusableDatabase)."""
+    sqlite.refuse_unwritable(engine.url)
     probe.refuse_foreign(engine.url, strict=True)
     probe.reach(engine)
-    migrate.upgrade(engine)
-    sync_standards(engine)
+    with upgrade_lock.held(engine):  # every host may run this at once (tally db upgrade)
+        migrate.upgrade(engine)
+        sync_standards(engine)
