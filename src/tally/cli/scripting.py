@@ -45,6 +45,12 @@ def summary(text: str) -> None:
     click.echo(text, err=True)
 
 
+def dry_run(would: str) -> str:
+    """The last line of a command that wrote nothing (`tally db import --dry-run`,
+    `tally plan`, `tally drain --what-if`)."""
+    return f"dry run: would {would}; nothing was written"
+
+
 def notes(*clients: Any) -> None:
     """What an older compute API (or a Placement without the claim history) could
     not tell, once each."""
