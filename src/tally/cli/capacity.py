@@ -11,6 +11,7 @@ from tally.cli.context import Context, Output, output_options, pass_context
 from tally.cli.filters import member_of_params, required_params, shape_param
 from tally.cli.scripting import summary
 from tally.doctor import fill as doctor
+from tally.doctor import whatif
 
 COLUMNS = {
     "provider": ("provider", "uuid", "fits", "limiting"),
@@ -35,6 +36,14 @@ COLUMNS = {
 )
 @click.option("--member-of", multiple=True, metavar="AGGREGATES", help="Aggregates, `A,B` any of.")
 @click.option(
+    "--after",
+    multiple=True,
+    metavar="CHANGE",
+    help="Count in a sandbox of Tally's once this is done: 'remove HOST[,HOST...]' (a "
+    "uuid or name each: disabled, their consumers moved elsewhere, their trees "
+    "removed); repeatable, in order. Nothing is written.",
+)
+@click.option(
     "--by",
     type=click.Choice(["provider", "aggregate"]),
     default="provider",
@@ -50,6 +59,7 @@ def capacity(
     resources: tuple[str, ...],
     required: tuple[str, ...],
     member_of: tuple[str, ...],
+    after: tuple[str, ...],
     by: str,
 ) -> None:
     """How many more instances of a shape fit, counted exactly on current usage:
@@ -62,8 +72,11 @@ def capacity(
     sharing provider) with the classes that stop it (`limiting`), or per
     aggregate of the hosts (a host in two counts in both). The total is on
     stderr. Disabled compute hosts count unless `--required
-    '!COMPUTE_STATUS_DISABLED'`, as Nova asks. Exit 0 when at least one fits, 1
-    when none does or on error, 127 bad input.
+    '!COMPUTE_STATUS_DISABLED'`, as Nova asks. `--after 'remove HOST,...'`
+    counts in a sandbox of Tally's where those hosts are gone (their consumers
+    moved first), and says on stderr which of those steps would be refused. Exit
+    0 when at least one fits, 1 when none does, a step of --after is refused or
+    on error, 127 bad input.
     """
     if bool(flavor) == bool(resources):
         raise click.UsageError("give either --flavor NAME or --resource CLASS=N,...")
@@ -76,11 +89,35 @@ def capacity(
             raise click.BadParameter(str(exc), param_hint="--flavor") from exc
     else:
         shape = doctor.Shape(shape_param(resources), traits, aggregates)
-    report = doctor.read_capacity(ctx.client, shape, by)
+    changes = [c for text in after for c in after_changes(text)]
+    failed: list[dict] = []
+    if changes:
+        found = whatif.capacity_after(ctx.client, shape, whatif.with_uuids(ctx.client, changes), by)
+        report, failed = found.report, found.failed
+    else:
+        report = doctor.read_capacity(ctx.client, shape, by)
     out.rows(COLUMNS[by], map(dataclasses.asdict, report.rows))
+    for step in failed:
+        summary(
+            f"after: step {step['kind']} {step['subject']} would be refused: "
+            f"{step['error']['detail']}"
+        )
     hosts = len(report.fill.hosts)
-    summary(f"{report.total} more of {shape.text()} fit, on {hosts} provider{'s' * (hosts != 1)}")
+    when = f" after {'; '.join(after)}" if after else ""
+    summary(
+        f"{report.total} more of {shape.text()} fit{when}, on {hosts} "
+        f"provider{'s' * (hosts != 1)}" + ("; nothing was written" if after else "")
+    )
     for note in shape.notes:
         summary(f"Note: {note}")
-    if report.total == 0:
+    if report.total == 0 or failed:
         exits.leave(exits.FAILED)
+
+
+def after_changes(text: str) -> list[dict]:
+    """The sandbox changes of one --after: `remove HOST[,HOST...]`."""
+    verb, _, rest = text.strip().partition(" ")
+    hosts = [h.strip() for h in rest.split(",") if h.strip()]
+    if verb != "remove" or not hosts:
+        raise click.BadParameter(f"{text!r} is not 'remove HOST[,HOST...]'", param_hint="--after")
+    return whatif.retire(hosts)

@@ -22,6 +22,7 @@ from tally.clients import sandboxes
 from tally.clients.compute import ComputeClient
 from tally.clients.errors import BadInput, ClientError, PlacementError
 from tally.clients.placement import PlacementClient
+from tally.doctor import fill
 from tally.doctor.cloud import paged
 from tally.nova import scheduling
 
@@ -56,15 +57,15 @@ def provider_rows(
     diff: Mapping[str, Any], before: Amounts, after: Amounts, names: Mapping[str, str]
 ) -> list[Row]:
     """A row per class of each provider in the sandbox's `diff` whose usage or
-    inventory changed (one row without a class for a provider whose traits alone
+    inventory record changed (one row without a class for a provider whose traits alone
     changed), by provider name then class; `before` and `after` are the amounts
     outside and inside (`GET /tally/v1/amounts`)."""
     rows = []
     for uuid, changed in diff["providers"].items():
         classes = set(changed.get("usages", {}))
         inventories = changed.get("inventories") or {}
-        for side in ("before", "after"):
-            classes |= set(inventories.get(side) or {})
+        was, now = inventories.get("before") or {}, inventories.get("after") or {}
+        classes |= {rc for rc in was.keys() | now.keys() if was.get(rc) != now.get(rc)}
         if changed.get("removed"):
             classes |= set(before.get(uuid, {}))
         note = _note(changed)
@@ -253,6 +254,40 @@ def _no_host(
     return f"{said}: {misses}" if misses else said
 
 
+# ---------------------------------------------------------------- capacity after
+
+
+def retire(providers: Sequence[str]) -> list[dict[str, Any]]:
+    """The changes that take hosts away: each disabled (so none takes another's
+    servers), each drained (its consumers moved where the search puts them
+    first), then each provider's tree removed."""
+    return (
+        [{"kind": "disable", "provider": p} for p in providers]
+        + [{"kind": "drain", "provider": p} for p in providers]
+        + [{"kind": "remove", "provider": p, "tree": True} for p in providers]
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class CapacityAfter:
+    report: fill.CapacityReport
+    failed: list[dict[str, Any]]  # the steps of the changes refused
+
+
+def capacity_after(
+    placement: PlacementClient,
+    shape: fill.Shape,
+    changes: Sequence[Mapping[str, Any]],
+    by: str = "provider",
+) -> CapacityAfter:
+    """How many more of `shape` fit once `changes` are made, counted in a sandbox
+    deleted after."""
+    with sandboxes.trial(placement) as box:
+        steps = box.change(changes)
+        report = fill.read_capacity(placement, shape, by, candidates=box.candidates)
+    return CapacityAfter(report, [s for s in steps if not s["applied"]])
+
+
 # ---------------------------------------------------------------- a plan
 
 
@@ -281,7 +316,12 @@ def try_plan(
     with `commit`, written in one transaction when every step applies (a 409 when
     something it read moved meanwhile: `refused`, nothing written)."""
     with sandboxes.trial(placement) as box:
-        steps = box.change(changes)
+        try:
+            steps = box.change(changes)
+        except PlacementError as exc:  # the changes' shape: the plan's own fault
+            if exc.status != 400:
+                raise
+            raise BadInput(f"the plan's changes do not read: {exc.detail}") from exc
         diff = box.diff()
         rows = provider_rows(diff, placement.amounts(), box.amounts(), names_of(placement))
         if not commit or diff["failed"]:
