@@ -347,8 +347,13 @@ TALLY_RULES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     (
         "tally:ui:view",
         "rule:admin_api",
-        "Read the operator page: providers, usage, consumers, history.",
-        ("GET /tally/ui", "GET /tally/ui/providers/{uuid}"),
+        "Read the operator page: providers, usage, consumers, history, what-if sandboxes.",
+        (
+            "GET /tally/ui",
+            "GET /tally/ui/providers/{uuid}",
+            "GET /tally/ui/sandboxes",
+            "GET /tally/ui/sandboxes/{sandbox}",
+        ),
     ),
 )
 
