@@ -128,3 +128,21 @@ def test_the_prediction_is_what_the_real_drain_does(lab, seed):
             now = amounts[row["uuid"]][row["resource_class"]]
             assert (row["used_after"], row["capacity_after"]) == (now["used"], now["capacity"])
             assert row["fits"] and now["used"] <= now["capacity"]
+
+
+def test_the_table_says_where_each_would_go_and_the_last_line_that_nothing_was_written(cloud):
+    web = cloud.boot("web", availability_zone="nova:cmp-1")
+    table = tally(cloud, "drain", "cmp-1", "--what-if")
+    assert table.exit_code == 0, table.output
+    lines = table.stdout.splitlines()
+    assert lines[-2:] == [
+        "would drain cmp-1",
+        "dry run: would move 1 server off cmp-1 (tally drain cmp-1 --apply); nothing was written",
+    ]
+    (row,) = [line for line in lines if web["id"] in line]
+    assert "| moves" in row and "| cmp-2" in row  # the most free memory, then by name
+    assert cloud.service("cmp-1")["status"] == "enabled"
+    assert tally(cloud, "drain", "cmp-1", "--what-if", "--apply").exit_code == 127
+    missing = tally(cloud, "drain", "cmp-9", "--what-if")
+    assert missing.exit_code == 1 and "no nova-compute service on host cmp-9" in missing.stderr
+    assert cloud.placement.get("/tally/v1/sandboxes")["sandboxes"] == []

@@ -104,7 +104,8 @@ def test_a_plan_is_shown_before_and_after_and_nothing_is_written(world, plan_fil
     before = world.books()
     shown = world.run("plan", plan)
     assert shown.stdout.splitlines()[-1] == (
-        "dry run: would commit 2 changes in 2 steps (tally plan FILE --apply); nothing was written"
+        f"dry run: would commit 2 changes in 2 steps (tally plan {plan} --apply); "
+        "nothing was written"
     )
     assert world.books() == before
     rows = rows_of(world.run("plan", plan, "-f", "json"))
@@ -132,7 +133,7 @@ def test_a_refused_step_is_listed_with_why_and_exits_1(world, plan_file):
     result = world.run("plan", plan, code=1)
     assert "placement.inventory.inuse" in result.stdout and S3 in result.stdout
     assert result.stdout.splitlines()[-1] == (
-        "dry run: would refuse 1 of 2 steps (2 changes); nothing was written"
+        "dry run: would refuse 1 of 2 steps (2 changes in 2 steps); nothing was written"
     )
     applied = world.run("plan", plan, "--apply", "-f", "json", code=1)
     assert json.loads(applied.stdout)["committed"] is False

@@ -9,7 +9,7 @@ import click
 
 from tally.cli import exits
 from tally.cli.context import Context, Output, cell, output_options, pass_context, progress_bar
-from tally.cli.scripting import dry_run
+from tally.cli.scripting import counted, dry_run
 from tally.doctor import drain as doctor
 from tally.doctor import whatif
 
@@ -89,10 +89,11 @@ def _what_if(ctx: Context, out: Output, host: str) -> None:
         said = f"would drain {host}"
         if not found.drained:
             said = (
-                f"would not drain {host}: {failing} of {len(found.moves)} servers fail, "
-                f"{len(found.left)} consumers would still hold on it"
+                f"would not drain {host}: {failing} of {counted(len(found.moves), 'server')} "
+                f"would fail, {counted(len(found.left), 'consumer')} would still hold on it"
             )
         click.echo(said)
-        click.echo(dry_run(f"move {moving} servers off {host} (tally drain {host} --apply)"))
+        moves = counted(moving, "server")
+        click.echo(dry_run(f"move {moves} off {host} (tally drain {host} --apply)"))
     if not found.drained:
         exits.leave(exits.FAILED)

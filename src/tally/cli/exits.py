@@ -36,10 +36,13 @@ TABLE: tuple[tuple[int, str], ...] = (
     (
         FAILED,
         "a service (Placement, the compute API, the database) cannot be reached, or refused "
-        "(its message on stderr); or what the command checks does not hold: an inventory "
-        "change refused (its pre-check, `explain`), nothing fits (`capacity`, `explain "
-        "candidates`), a host not drained (`drain`), faults found (`db check`), a server "
-        "in ERROR (`lab boot`); `heal`: `--max-count` reached with servers left",
+        "(its message on stderr), or lacks Tally's own API the command needs (`history`, "
+        "`failures`, and what if: `plan`, `drain --what-if`, `capacity --after`); or what "
+        "the command checks does not hold: an inventory change refused (its pre-check, "
+        "`explain`), nothing fits (`capacity`, `explain candidates`), a host not drained "
+        "(`drain`; `--what-if`: one that would not be), a step refused (`plan`, `capacity "
+        "--after`) or a commit refused (`plan --apply`), faults found (`db check`), a "
+        "server in ERROR (`lab boot`); `heal`: `--max-count` reached with servers left",
     ),
     (
         NO_PROVIDER,
@@ -58,7 +61,8 @@ TABLE: tuple[tuple[int, str], ...] = (
         "malformed (a shape, a duration, a uuid, a microversion, a setting), options that "
         "exclude each other, a provider name that matches none; `audit --provider` and "
         "`heal --instance` naming a provider or server that does not exist; `why` naming a "
-        "request id no failed search has",
+        "request id no failed search has; a plan file that does not read, or a change the "
+        "sandbox API does not take (`plan`)",
     ),
     (UNEXPECTED, "an unexpected error (a bug: its traceback is printed)"),
 )

@@ -12,7 +12,7 @@ import yaml
 from tally.cli import exits
 from tally.cli.context import Context, Output, output_options, pass_context
 from tally.cli.drain import PROVIDER_COLUMNS
-from tally.cli.scripting import dry_run
+from tally.cli.scripting import counted, dry_run
 from tally.doctor import whatif
 
 FAILED_COLUMNS = ("change", "kind", "subject", "status", "code", "detail")
@@ -60,7 +60,7 @@ def plan(ctx: Context, out: Output, file: IO[str], apply: bool) -> None:
         out.rows(PROVIDER_COLUMNS, [r.as_dict() for r in report.rows])
         if report.failed:
             Output(out.fmt).rows(FAILED_COLUMNS, [_failed(f) for f in report.failed])
-        click.echo(_last_line(report, len(changes), apply))
+        click.echo(_last_line(report, len(changes), apply, file.name))
     if report.failed or report.refused:
         exits.leave(exits.FAILED)
 
@@ -72,9 +72,9 @@ def _failed(step: dict[str, Any]) -> dict[str, Any]:
     return {**step, "status": error.get("status"), "code": error.get("code"), "detail": detail}
 
 
-def _last_line(report: whatif.PlanReport, changes: int, apply: bool) -> str:
+def _last_line(report: whatif.PlanReport, changes: int, apply: bool, name: str) -> str:
     steps, refused = len(report.steps), len(report.failed)
-    made = f"{changes} change{'s' * (changes != 1)} in {steps} step{'s' * (steps != 1)}"
+    made = f"{counted(changes, 'change')} in {counted(steps, 'step')}"
     if report.committed:
         return f"committed {made}"
     if report.refused:
@@ -82,5 +82,5 @@ def _last_line(report: whatif.PlanReport, changes: int, apply: bool) -> str:
     if apply:
         return f"not committed, nothing was written: {refused} of {steps} steps refused"
     if refused:
-        return dry_run(f"refuse {refused} of {steps} steps ({changes} changes)")
-    return dry_run(f"commit {made} (tally plan FILE --apply)")
+        return dry_run(f"refuse {refused} of {counted(steps, 'step')} ({made})")
+    return dry_run(f"commit {made} (tally plan {name} --apply)")

@@ -45,6 +45,11 @@ def summary(text: str) -> None:
     click.echo(text, err=True)
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 server`, `2 servers`."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
 def dry_run(would: str) -> str:
     """The last line of a command that wrote nothing (`tally db import --dry-run`,
     `tally plan`, `tally drain --what-if`)."""
