@@ -27,6 +27,7 @@ from tally.clients import sandboxes
 from tally.clients.placement import PlacementClient
 from tally.config import Settings
 from tally.placement.app import create_app
+from tally.placement.ledger.sandbox import KINDS as SANDBOX_KINDS
 
 S1, S2, S3 = (str(uuidlib.UUID(int=n)) for n in (1, 2, 3))
 INVENTORY = {"cmp-a": (8, 8192), "cmp-b": (8, 8192), "cmp-c": (4, 4096)}
@@ -185,7 +186,7 @@ def _traits(world: World) -> dict:
         ("kind: [", "neither JSON nor YAML"),
         ('{"kind": "move"}', "not a list of changes"),
         ("[]", "not a list of changes"),
-        ('[{"kind": "fly"}]', "the plan's changes do not read"),
+        ('[{"kind": "fly"}]', "the sandbox API does not take these changes"),
         ('[{"kind": "drain", "provider": "cmp-z"}]', "'cmp-z' is no resource provider"),
         ('["drain"]', "change 1 is not an object"),
     ],
@@ -215,7 +216,8 @@ def test_against_a_placement_without_sandboxes_it_says_it_needs_tally(plan_file)
 
 
 def fits(result: Result) -> dict[str, int]:
-    return {r["provider"]: r["fits"] for r in json.loads(result.stdout)}
+    """Provider name (uuid: a sandbox's copy has no name outside) -> how many fit."""
+    return {r["provider"] or r["uuid"]: r["fits"] for r in json.loads(result.stdout)}
 
 
 def test_capacity_after_a_removal_is_the_capacity_once_it_is_done(world):
@@ -254,9 +256,26 @@ def test_capacity_after_says_which_steps_would_be_refused_and_exits_1(world):
 
 @pytest.mark.parametrize(
     ("after", "said"),
-    [("remove", "is not 'remove HOST"), ("drop cmp-a", "is not 'remove HOST"),
-     ("remove cmp-z", "'cmp-z' is no resource provider")],
+    [("remove", "is neither 'remove HOST"), ("drop cmp-a", "is neither 'remove HOST"),
+     ("add 0 x cmp-c", "is neither"), ("add two x cmp-c", "is neither"),
+     ("remove cmp-z", "'cmp-z' is no resource provider"),
+     ("add 2 x cmp-z", "'cmp-z' is no resource provider")],
 )  # fmt: skip
 def test_capacity_after_that_does_not_read_is_bad_input(world, after, said):
     result = world.run("capacity", "--resource", "VCPU=1", "--after", after, code=127)
     assert said in result.stderr
+
+
+def test_capacity_after_adding_copies_of_a_host_counts_them_empty(world):
+    before = world.books()
+    args = ("capacity", "--resource", "VCPU=2", "--after", "add 2 x cmp-c", "-f", "json")
+    if "add" not in SANDBOX_KINDS:  # this build's sandboxes cannot add: the server says so
+        result = world.run(*args, code=127)
+        assert "the sandbox API does not take these changes" in result.stderr
+        assert world.books() == before
+        return
+    after = fits(world.run(*args))
+    now = fits(world.run("capacity", "--resource", "VCPU=2", "-f", "json"))
+    assert {k: n for k, n in after.items() if k in now} == now
+    assert sorted(n for k, n in after.items() if k not in now) == [2, 2]  # empty cmp-c's
+    assert world.books() == before

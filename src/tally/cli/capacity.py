@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import click
 
@@ -13,6 +14,7 @@ from tally.cli.scripting import summary
 from tally.doctor import fill as doctor
 from tally.doctor import whatif
 
+ADD_MAX = 1000  # copies one --after adds (the sandbox API's count)
 COLUMNS = {
     "provider": ("provider", "uuid", "fits", "limiting"),
     "aggregate": ("aggregate", "providers", "fits"),
@@ -41,7 +43,8 @@ COLUMNS = {
     metavar="CHANGE",
     help="Count in a sandbox of Tally's once this is done: 'remove HOST[,HOST...]' (a "
     "uuid or name each: disabled, their consumers moved elsewhere, their trees "
-    "removed); repeatable, in order. Nothing is written.",
+    "removed), or 'add N x HOST' (N empty copies of HOST's tree, where the server's "
+    "sandboxes can add); repeatable, in order. Nothing is written.",
 )
 @click.option(
     "--by",
@@ -115,9 +118,18 @@ def capacity(
 
 
 def after_changes(text: str) -> list[dict]:
-    """The sandbox changes of one --after: `remove HOST[,HOST...]`."""
+    """The sandbox changes of one --after: `remove HOST[,HOST...]`, or `add N x HOST`
+    (N copies of HOST's provider tree, empty: the sandbox API's `add` of a
+    template, where the server has it)."""
     verb, _, rest = text.strip().partition(" ")
+    added = re.fullmatch(r"\s*(\d+)\s*x\s*(\S+)\s*", rest)
+    if verb == "add" and added and 1 <= int(added.group(1)) <= ADD_MAX:
+        return [{"kind": "add", "template": added.group(2), "count": int(added.group(1))}]
     hosts = [h.strip() for h in rest.split(",") if h.strip()]
     if verb != "remove" or not hosts:
-        raise click.BadParameter(f"{text!r} is not 'remove HOST[,HOST...]'", param_hint="--after")
+        raise click.BadParameter(
+            f"{text!r} is neither 'remove HOST[,HOST...]' nor 'add N x HOST' (N from 1 to "
+            f"{ADD_MAX})",
+            param_hint="--after",
+        )
     return whatif.retire(hosts)

@@ -27,7 +27,7 @@ from tally.doctor.cloud import paged
 from tally.nova import scheduling
 
 Amounts = Mapping[str, Mapping[str, Mapping[str, Any]]]  # provider -> class -> amounts
-UUID_FIELDS = ("provider", "to")  # fields of a change naming a provider
+UUID_FIELDS = ("provider", "to", "template")  # fields of a change naming a provider
 CLOSEST_SHOWN = 3
 
 
@@ -283,7 +283,7 @@ def capacity_after(
     """How many more of `shape` fit once `changes` are made, counted in a sandbox
     deleted after."""
     with sandboxes.trial(placement) as box:
-        steps = box.change(changes)
+        steps = _changed(box, changes)
         report = fill.read_capacity(placement, shape, by, candidates=box.candidates)
     return CapacityAfter(report, [s for s in steps if not s["applied"]])
 
@@ -316,12 +316,7 @@ def try_plan(
     with `commit`, written in one transaction when every step applies (a 409 when
     something it read moved meanwhile: `refused`, nothing written)."""
     with sandboxes.trial(placement) as box:
-        try:
-            steps = box.change(changes)
-        except PlacementError as exc:  # the changes' shape: the plan's own fault
-            if exc.status != 400:
-                raise
-            raise BadInput(f"the plan's changes do not read: {exc.detail}") from exc
+        steps = _changed(box, changes)
         diff = box.diff()
         rows = provider_rows(diff, placement.amounts(), box.amounts(), names_of(placement))
         if not commit or diff["failed"]:
@@ -335,9 +330,20 @@ def try_plan(
         return PlanReport(steps, [], rows, committed=True)
 
 
+def _changed(box: sandboxes.Sandbox, changes: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """The steps of `changes`; BadInput when the API does not take them (400: their
+    shape, or a kind this Tally's sandboxes do not have)."""
+    try:
+        return box.change(changes)
+    except PlacementError as exc:
+        if exc.status != 400:
+            raise
+        raise BadInput(f"the sandbox API does not take these changes: {exc.detail}") from exc
+
+
 def with_uuids(placement: PlacementClient, changes: Sequence[Any]) -> list[dict[str, Any]]:
-    """The changes, each provider named by its name (`provider`, `to`) given its
-    uuid; BadInput for a change that is not an object or a name matching none."""
+    """The changes, each provider named by its name (`provider`, `to`, `template`)
+    given its uuid; BadInput for a change that is not an object or a name matching none."""
     found: dict[str, str] = {}
     done = []
     for n, change in enumerate(changes, 1):
