@@ -11,7 +11,7 @@ from tally.cli import exits
 from tally.cli.context import Context, Output, cell, output_options, pass_context, progress_bar
 from tally.cli.scripting import counted, dry_run
 from tally.doctor import drain as doctor
-from tally.doctor import whatif
+from tally.doctor import drain_what_if
 
 PROVIDER_COLUMNS = (
     "provider",
@@ -75,7 +75,7 @@ def drain(
 
 
 def _what_if(ctx: Context, out: Output, host: str) -> None:
-    found = whatif.predict_drain(ctx.client, ctx.compute, host)
+    found = drain_what_if.predict(ctx.client, ctx.compute, host)
     if out.fmt in ("json", "yaml"):
         out.dump(found.as_dict())
     else:
