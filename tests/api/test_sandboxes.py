@@ -164,6 +164,29 @@ def test_a_commit_is_refused_whole_when_what_it_read_moved(client, cloud):
     assert client.simulate_get(box).status_code == 200  # still there to look at
 
 
+def test_the_list_shows_those_alive_newest_first(client, cloud, monkeypatch):
+    older = _sandbox(client)
+    _change(client, older, {"kind": "disable", "provider": cloud.uuids["cn2"]})
+    newer = _sandbox(client, ttl_seconds=60)
+    listed = client.simulate_get(SANDBOXES).json["sandboxes"]
+    assert {f"{SANDBOXES}/{b['id']}" for b in listed} == {newer, older}
+    times = [b["created_at"] for b in listed]
+    assert times == sorted(times, reverse=True)  # (the same second: by id)
+    shown = {f"{SANDBOXES}/{b['id']}": b for b in listed}
+    assert shown[older] == client.simulate_get(older).json  # each as GET shows it
+    assert (shown[older]["steps"], shown[newer]["steps"]) == (1, 0)
+    assert client.simulate_get(SANDBOXES, query_string="x=1").status_code == 400
+    import datetime as dt
+
+    from tally.placement.ledger.sandbox import store
+
+    later = dt.datetime.now(dt.UTC).replace(tzinfo=None) + dt.timedelta(seconds=120)
+    monkeypatch.setattr(store, "utcnow", lambda: later)
+    assert [b["id"] for b in client.simulate_get(SANDBOXES).json["sandboxes"]] == [
+        older.rsplit("/", 1)[1]
+    ]
+
+
 def test_limits_errors_and_expiry(client, cloud, monkeypatch):
     box = _sandbox(client)
     missing = f"{SANDBOXES}/{uuidlib.uuid4()}"
@@ -206,6 +229,7 @@ def test_sandboxes_are_for_admins(make_client, cloud):
     box = _sandbox(client)
     reader = {"x-auth-token": "user", "x-roles": "reader", "x-project-id": "demo"}
     for method, path in (
+        ("GET", SANDBOXES),
         ("POST", SANDBOXES),
         ("GET", box),
         ("POST", f"{box}/changes"),

@@ -32,6 +32,8 @@ EXPECTED = {
     "tally lab break delete-while-down": [0],
     "tally audit -c consumer -c kind -c history": [3],
     "tally lab boot web-3 -c status -f value": [1],
+    "tally drain lab-compute-1 --what-if": [1],
+    "tally drain lab-compute-1 --apply": [1],
 }
 
 
@@ -127,3 +129,8 @@ def _check(done: subprocess.CompletedProcess, run: list[str]) -> None:
     assert "Refused before writing" in out
     assert "OK" in out.splitlines()
     assert "Tally Placement API" in out.splitlines()
+    # what if: the drain predicted one server failing, and the real drain failed it
+    assert re.search(r"^would not drain lab-compute-1: 1 of 2 servers would fail", out, re.M)
+    fails = re.findall(r"^\| ([0-9a-f-]{36}) +\| \S+ +\| fails +\|", out, re.M)
+    errors = re.findall(r"^\| ([0-9a-f-]{36}) +\| error +\|", out, re.M)
+    assert len(fails) == 1 and fails == errors and "\nnot drained\n" in out

@@ -37,7 +37,7 @@ ODD = [
     b"a/b",
     b"",
 ]
-PREFIXES = ["/tally/ui/providers/", "/tally/ui/", "/tally/ui/login/"]
+PREFIXES = ["/tally/ui/providers/", "/tally/ui/sandboxes/", "/tally/ui/", "/tally/ui/login/"]
 PAGES = {b"/tally/ui/", b"/tally/ui/login", b"/tally/ui/logout"}  # the pages themselves
 
 

@@ -263,7 +263,7 @@ def test_route_table_matches_the_placement_api(sqlite_engine):
         "/tally/v1/failures": ["GET"],
         "/tally/v1/amounts": ["GET"],
         "/tally/v1/allocation_candidates/why": ["GET"],
-        "/tally/v1/sandboxes": ["POST"],  # what if (issue 41)
+        "/tally/v1/sandboxes": ["GET", "POST"],  # what if (issue 41)
         "/tally/v1/sandboxes/{sandbox}": ["DELETE", "GET"],
         "/tally/v1/sandboxes/{sandbox}/changes": ["POST"],
         "/tally/v1/sandboxes/{sandbox}/diff": ["GET"],

@@ -65,7 +65,8 @@ FIRST = {
     ("/tally/v1/failures", "GET"): "1.0",
     ("/tally/v1/amounts", "GET"): "1.0",
     ("/tally/v1/allocation_candidates/why", "GET"): "1.0",
-    ("/tally/v1/sandboxes", "POST"): "1.0",  # what if (issue 41)
+    ("/tally/v1/sandboxes", "GET"): "1.0",  # what if (issue 41)
+    ("/tally/v1/sandboxes", "POST"): "1.0",
     ("/tally/v1/sandboxes/{sandbox}", "GET"): "1.0",
     ("/tally/v1/sandboxes/{sandbox}", "DELETE"): "1.0",
     ("/tally/v1/sandboxes/{sandbox}/changes", "POST"): "1.0",

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from tally.cli.scripting import dry_run
 from tally.cli.serve import read_settings
 from tally.progress import Progress
 
@@ -186,9 +187,9 @@ def _last_line(outcome: Any, verb: str) -> str:
         f"{rows['allocations']} allocations"
     )
     if outcome.dry_run:
-        return (
-            f"dry run: would {verb} {what} (schema revision {outcome.revision}) into "
-            f"{outcome.target} ({outcome.target_state}); nothing was written"
+        return dry_run(
+            f"{verb} {what} (schema revision {outcome.revision}) into "
+            f"{outcome.target} ({outcome.target_state})"
         )
     return (
         f"{verb}ed {what} (schema revision {outcome.revision}) from {outcome.source} into "

@@ -53,11 +53,14 @@ TABLE: tuple[tuple[int, str, str], ...] = (
     (
         FAILED,
         "a service (Placement, the compute API, the database) cannot be reached, or refused "
-        "(its title and message on stderr); or what the command checks does not hold: an "
-        "inventory change refused (its pre-check, `explain`), nothing fits (`capacity`, "
-        "`explain candidates`), a host not drained or a drain whose plan fails (`drain`: "
-        "each reason printed; nothing written), faults found (`db check`), a server in "
-        "ERROR (`lab boot`); `heal`: `--max-count` reached with servers left",
+        "(its title and message on stderr), or lacks Tally's own API the command needs "
+        "(`history`, `failures`, and what if: `plan`, `drain --what-if`, `capacity --after`);"
+        " or what the command checks does not hold: an inventory change refused (its "
+        "pre-check, `explain`), nothing fits (`capacity`, `explain candidates`), a host not "
+        "drained or a drain whose plan fails (`drain`: each reason printed; nothing written;"
+        " `--what-if`: one that would not drain), a step refused (`plan`, `capacity --after`)"
+        " or a commit refused (`plan --apply`), faults found (`db check`), a server in ERROR "
+        "(`lab boot`); `heal`: `--max-count` reached with servers left",
         "`tally capacity --resource VCPU=1000`",
     ),
     (
@@ -94,7 +97,8 @@ TABLE: tuple[tuple[int, str, str], ...] = (
         " column `-c` does not know, a provider name that matches none, a resource class the "
         "Placement does not have; `audit --provider`, `heal --instance` and `drain` naming a "
         "provider, server or host that does not exist; `why` naming a request id no failed "
-        "search has",
+        "search has; a plan file that does not read, or a change the sandbox API does not "
+        "take (`plan`)",
         "`tally provider inventory set lab-compute-1 --resource VCPU=-4`",
     ),
     (

@@ -18,6 +18,7 @@ from tally.cli.failures import failures
 from tally.cli.heal import heal
 from tally.cli.history import history
 from tally.cli.lab import lab
+from tally.cli.plan import plan
 from tally.cli.provider import provider
 from tally.cli.resource_class import resource
 from tally.cli.root import Root
@@ -62,3 +63,4 @@ cli.add_command(history)
 cli.add_command(failures)
 cli.add_command(why)
 cli.add_command(capacity)
+cli.add_command(plan)

@@ -53,6 +53,17 @@ def dry_run_line() -> None:
     summary(DRY_RUN)
 
 
+def counted(n: int, noun: str) -> str:
+    """`1 server`, `2 servers`."""
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def dry_run(would: str) -> str:
+    """The last line of a command that wrote nothing (`tally db import --dry-run`,
+    `tally plan`, `tally drain --what-if`)."""
+    return f"dry run: would {would}; nothing was written"
+
+
 def notes(*clients: Any) -> None:
     """What an older compute API (or a Placement without the claim history) could
     not tell, once each."""

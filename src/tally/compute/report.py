@@ -19,12 +19,13 @@ from tally.clients import allocations as allocs
 from tally.clients import races
 from tally.clients.errors import GaveUp, PlacementError
 from tally.clients.placement import PlacementClient
+from tally.nova import scheduling
 
 log = logging.getLogger("tally.compute.report")
 
 Resources = Mapping[str, int]
 Allocations = allocs.Allocations
-DISABLED_TRAIT = "COMPUTE_STATUS_DISABLED"
+DISABLED_TRAIT = scheduling.DISABLED_TRAIT
 BATCH = 1000  # consumers per POST /allocations
 INVENTORY_KEYS = ("total", "reserved", "min_unit", "max_unit", "step_size", "allocation_ratio")
 
@@ -114,7 +115,7 @@ class ReportClient:
         self,
         resources: Resources,
         *,
-        limit: int = 1000,
+        limit: int = scheduling.LIMIT,
         in_tree: str | None = None,
         exclude_disabled: bool = True,
     ) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from tally.clients.compute import ComputeClient
@@ -128,10 +128,19 @@ def leave_out_disabled(client: PlacementClient, shape: Shape) -> tuple[Shape, in
     return dataclasses.replace(shape, required=tuple(required)), len(disabled)
 
 
-def read_capacity(client: PlacementClient, shape: Shape, by: str = "provider") -> CapacityReport:
-    """How many more of `shape` fit, per host (`by="provider"`) or per aggregate."""
+def read_capacity(
+    client: PlacementClient,
+    shape: Shape,
+    by: str = "provider",
+    candidates: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+) -> CapacityReport:
+    """How many more of `shape` fit, per host (`by="provider"`) or per aggregate;
+    `candidates` asks `GET /allocation_candidates` elsewhere (inside a sandbox)."""
     client.require("1.10", "counting what fits from allocation candidates")
-    answer = client.get("/allocation_candidates", shape.query())
+    if candidates is None:
+        answer = client.get("/allocation_candidates", shape.query())
+    else:
+        answer = candidates(shape.query())
     filled = nova_fill.fill(answer)
     names = {}
     if filled.hosts:

@@ -291,6 +291,12 @@ API_RULES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
         ("GET /tally/v1/amounts",),
     ),
     (
+        "tally:sandboxes:list",
+        "rule:admin_api",
+        "List the what-if sandboxes not expired.",
+        ("GET /tally/v1/sandboxes",),
+    ),
+    (
         "tally:sandboxes:create",
         "rule:admin_api",
         "Make a what-if sandbox: a copy-on-write overlay of the live cloud.",
@@ -341,8 +347,13 @@ TALLY_RULES: tuple[tuple[str, str, str, tuple[str, ...]], ...] = (
     (
         "tally:ui:view",
         "rule:admin_api",
-        "Read the operator page: providers, usage, consumers, history.",
-        ("GET /tally/ui", "GET /tally/ui/providers/{uuid}"),
+        "Read the operator page: providers, usage, consumers, history, what-if sandboxes.",
+        (
+            "GET /tally/ui",
+            "GET /tally/ui/providers/{uuid}",
+            "GET /tally/ui/sandboxes",
+            "GET /tally/ui/sandboxes/{sandbox}",
+        ),
     ),
 )
 

@@ -1,4 +1,4 @@
-"""The operator page's WSGI app: one factory, five routes, one error path.
+"""The operator page's WSGI app: one factory, seven routes, one error path.
 
 A client of the Placement API, as the CLI is: it reads through a PlacementClient
 (`placement`, a getter of one; in the server, in-process) and never the database.
@@ -11,6 +11,8 @@ Placement client mistakes it for an API), so its own paths start at `/`:
     GET  /                     providers: bars per class, filters, sort, capacity box
     GET  /providers/{uuid}     one provider: inventory, consumers, history, tree
     GET  /failures             the newest searches that found nothing, and why
+    GET  /sandboxes            the what-if sandboxes alive
+    GET  /sandboxes/{id}       one sandbox's diff: providers before and after, steps refused
     GET  /login, POST /login   the token form (see tally.ui.auth)
     POST /logout               forget the token
 
@@ -31,6 +33,7 @@ from tally.clients.placement import PlacementClient
 from tally.config import Settings
 from tally.nova.shapes import ShapeError, parse_shape
 from tally.ui import auth, render, seams, views
+from tally.ui import sandboxes as sandbox_views
 from tally.ui.errors import BadRequest, NotFound, PageError
 
 LOG = logging.getLogger("tally.ui")
@@ -117,6 +120,28 @@ class FailuresPage:
         _html(resp, render.failures(found, req.root_path, who))
 
 
+class SandboxesPage:
+    def __init__(self, service: _Service) -> None:
+        self.service = service
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        who = self.service.gate(req)
+        found = sandbox_views.listing(self.service.placement())
+        _html(resp, render.sandboxes(found, req.root_path, who))
+
+
+class SandboxPage:
+    def __init__(self, service: _Service) -> None:
+        self.service = service
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response, sandbox: str) -> None:
+        who = self.service.gate(req)
+        if not views.is_uuid(sandbox):  # any text a path can carry: Placement is not asked
+            raise NotFound(f"No sandbox {sandbox!r}.")
+        view = sandbox_views.sandbox_view(self.service.placement(), sandbox)
+        _html(resp, render.sandbox(view, req.root_path, who))
+
+
 class Login:
     def __init__(self, service: _Service) -> None:
         self.service = service
@@ -184,6 +209,8 @@ def create_app(
     app.add_route("/", Overview(service))
     app.add_route("/providers/{uuid}", ProviderPage(service))
     app.add_route("/failures", FailuresPage(service))
+    app.add_route("/sandboxes", SandboxesPage(service))
+    app.add_route("/sandboxes/{sandbox}", SandboxPage(service))
     app.add_route("/login", Login(service))
     app.add_route("/logout", Logout())
     strategy = settings.auth_strategy

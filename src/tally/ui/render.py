@@ -26,6 +26,7 @@ import jinja2
 import jinja2.ext
 
 from tally.ui import seams
+from tally.ui.sandboxes import SandboxView
 from tally.ui.views import SORTS, Amount, ConsumerRow, Overview, ProviderView, Query
 
 HINTS = {
@@ -159,6 +160,16 @@ def provider(
 def failures(found: list[dict] | None, root: str, who: object = None) -> str:
     """The newest searches that found nothing (None: this Placement keeps none)."""
     return _render("failures.html", "Failed searches", root, who, failures=found)
+
+
+def sandboxes(found: list[dict] | None, root: str, who: object = None) -> str:
+    """The sandboxes alive (None: this Placement has none)."""
+    return _render("sandboxes.html", "What-if sandboxes", root, who, found=found)
+
+
+def sandbox(view: SandboxView, root: str, who: object = None) -> str:
+    """One sandbox's diff: providers before and after, the steps refused."""
+    return _render("sandbox.html", f"Sandbox {view.sandbox['id']}", root, who, view=view)
 
 
 def login(root: str, auth_strategy: str, next_path: str = "") -> str:

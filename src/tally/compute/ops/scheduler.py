@@ -1,6 +1,7 @@
 """Scheduling as Nova does it since Queens: ask Placement for allocation candidates,
 drop hosts that are down or disabled (the ComputeFilter), weigh by free RAM
-(spreading, like the RAMWeigher), and claim. A claim refused with 409 (another claim
+(spreading, like the RAMWeigher), and claim; the choice is `tally.nova.scheduling`'s,
+which `tally drain --what-if` predicts with. A claim refused with 409 (another claim
 won the race) makes a fresh query and another try.
 
 Many servers of one request (multi-create, the lab's bulk path) are placed from one
@@ -18,6 +19,7 @@ from tally.compute.context import Lab
 from tally.compute.errors import NoValidHost
 from tally.compute.report import ClaimConflict
 from tally.compute.store import hosts as host_store
+from tally.nova import scheduling
 from tally.retrying import retried
 
 ATTEMPTS = 3
@@ -39,34 +41,24 @@ def select(
         exclude_disabled=forced_host is None,
     )
     hosts = {h["provider_uuid"]: h for h in host_store.listing(lab.engine)}
-    summaries = body.get("provider_summaries", {})
-    heap: list[tuple[int, str, dict[str, int]]] = []
-    for request in body.get("allocation_requests", []):
-        allocations = request["allocations"]
-        if len(allocations) != 1:
-            continue  # the lab's hosts are single providers
-        rp = next(iter(allocations))
-        host = hosts.get(rp)
-        if host is None or rp in exclude or host["forced_down"]:
-            continue
-        if host["disabled"] and forced_host is None:
-            continue
-        free = {
-            rc: int(v["capacity"]) - int(v["used"])
-            for rc, v in summaries.get(rp, {}).get("resources", {}).items()
-        }
-        heap.append((-free.get("MEMORY_MB", 0), host["name"], free))
+    usable = {
+        rp: h["name"]
+        for rp, h in hosts.items()
+        if not h["forced_down"] and not (h["disabled"] and forced_host is None)
+    }
+    rooms = scheduling.host_rooms(body, usable, frozenset(exclude))
+    heap = [(*scheduling.weight(free, usable[rp]), free) for rp, free in rooms.items()]
     heapq.heapify(heap)
     picks: list[str] = []
     by_name = {h["name"]: rp for rp, h in hosts.items()}
     while len(picks) < count and heap:
         _, name, free = heapq.heappop(heap)
-        if any(free.get(rc, 0) < n for rc, n in resources.items()):
+        if not scheduling.fits(free, resources):
             continue  # full: free capacity only shrinks from here
         picks.append(by_name[name])
         for rc, n in resources.items():
             free[rc] -= n
-        heapq.heappush(heap, (-free.get("MEMORY_MB", 0), name, free))
+        heapq.heappush(heap, (*scheduling.weight(free, name), free))
     if len(picks) < count:
         raise NoValidHost()
     return picks

@@ -42,10 +42,14 @@ class _Resource:
 
 
 class Sandboxes(_Resource):
-    """POST /tally/v1/sandboxes: a new, empty sandbox (201)."""
+    """/tally/v1/sandboxes: those not expired, newest first; POST a new, empty one (201)."""
 
-    POLICIES = {"POST": "tally:sandboxes:create"}
+    POLICIES = {"GET": "tally:sandboxes:list", "POST": "tally:sandboxes:create"}
     PATH = schemas.PATH
+
+    def on_get(self, req: falcon.Request, resp: falcon.Response) -> None:
+        read_query(req)
+        resp.media = self.sandboxes.listing()
 
     def on_post(self, req: falcon.Request, resp: falcon.Response) -> None:
         body = read_body(req) if req.content_length else {}

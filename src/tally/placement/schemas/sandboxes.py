@@ -1,6 +1,7 @@
 """What if: sandboxes (issue 41), Tally's own API under /tally/v1/sandboxes, not
 microversioned: request and answer schemas in `OPERATIONS`.
 
+    GET    /tally/v1/sandboxes                     those not expired, newest first
     POST   /tally/v1/sandboxes                     {"ttl_seconds"?} -> 201 the sandbox
     GET    /tally/v1/sandboxes/{sandbox}           the sandbox
     DELETE /tally/v1/sandboxes/{sandbox}           204
@@ -142,6 +143,7 @@ _PATH = {"sandbox": _UUID_IN}
 _QUERY = candidates.GET_QUERY[-1][1]
 
 OPERATIONS: dict[Key, Operation] = {
+    ("GET", PATH): Operation(always({200: obj(sandboxes=array(SANDBOX))}), query=always(NO_QUERY)),
     ("POST", PATH): Operation(always({201: SANDBOX}), body=always(CREATE_BODY)),
     ("GET", ITEM): Operation(always({200: SANDBOX}), query=always(NO_QUERY), path=_PATH),
     ("DELETE", ITEM): Operation(NO_CONTENT, path=_PATH),

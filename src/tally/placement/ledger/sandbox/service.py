@@ -38,6 +38,9 @@ class Sandboxes:
         ttl = self.ttl_seconds if ttl_seconds is None else min(ttl_seconds, self.ttl_seconds)
         return _shown(store.create(self.engine, ttl))
 
+    def listing(self) -> dict[str, Any]:
+        return {"sandboxes": [_shown(row) for row in store.listing(self.engine)]}
+
     def show(self, sandbox: str) -> dict[str, Any]:
         return _shown(store.read(self.engine, sandbox))
 
