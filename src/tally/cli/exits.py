@@ -83,9 +83,9 @@ TABLE: tuple[tuple[int, str, str], ...] = (
     ),
     (
         PENDING,
-        "a dry run (`heal`, `audit --delete`, `drain` without `--apply`) that found writes "
-        "it could make, where the `--apply` would end with 0 healed, 4 everything fixed or "
-        "0 drained: nothing written, add `--apply`",
+        "a dry run (`heal`, `audit --delete`, `drain`, `plan` without `--apply`) that found "
+        "writes it could make, where the `--apply` would end with 0 healed, 4 everything "
+        "fixed, 0 drained or 0 committed: nothing written, add `--apply`",
         "`tally lab break delete-while-down; tally audit --delete`",
     ),
     (

@@ -12,7 +12,7 @@ import yaml
 from tally.cli import exits
 from tally.cli.context import Context, Output, output_options, pass_context
 from tally.cli.drain import PROVIDER_COLUMNS
-from tally.cli.scripting import counted, dry_run
+from tally.cli.scripting import counted, dry_run_line
 from tally.doctor import whatif
 
 FAILED_COLUMNS = ("change", "kind", "subject", "status", "code", "detail")
@@ -49,9 +49,9 @@ def plan(ctx: Context, out: Output, file: IO[str], apply: bool) -> None:
     its name) in a sandbox of Tally's, and show each provider's used and capacity
     before and after, and the steps refused with why. A dry run unless --apply,
     which commits them in one transaction when no step is refused, or writes
-    nothing (409 naming what moved since). Exit 0 every step applies (committed
-    with --apply), 1 a step refused or the commit refused, 127 bad input (a file
-    that does not read, a change the API does not take)."""
+    nothing (409 naming what moved since). Exit 0 committed, 5 a dry run whose
+    every step applies (add --apply), 1 a step refused or the commit refused, 127
+    bad input (a file that does not read, a change the API does not take)."""
     changes = whatif.with_uuids(ctx.client, read_changes(file))
     report = whatif.try_plan(ctx.client, changes, commit=apply)
     if out.fmt in ("json", "yaml"):
@@ -61,8 +61,11 @@ def plan(ctx: Context, out: Output, file: IO[str], apply: bool) -> None:
         if report.failed:
             Output(out.fmt).rows(FAILED_COLUMNS, [_failed(f) for f in report.failed])
         click.echo(_last_line(report, len(changes), apply, file.name))
+    if not apply:
+        dry_run_line()
     if report.failed or report.refused:
         exits.leave(exits.FAILED)
+    exits.leave(exits.DONE if apply else exits.PENDING)
 
 
 def _failed(step: dict[str, Any]) -> dict[str, Any]:
@@ -82,5 +85,5 @@ def _last_line(report: whatif.PlanReport, changes: int, apply: bool, name: str) 
     if apply:
         return f"not committed, nothing was written: {refused} of {steps} steps refused"
     if refused:
-        return dry_run(f"refuse {refused} of {counted(steps, 'step')} ({made})")
-    return dry_run(f"commit {made} (tally plan {name} --apply)")
+        return f"would refuse {refused} of {counted(steps, 'step')} ({made})"
+    return f"would commit {made} (tally plan {name} --apply)"
