@@ -84,6 +84,10 @@ def test_a_migrated_database_is_served_and_logged_as_tally_serve_logs(tmp_path):
     assert '"GET /resource_providers" status: 200' in log[0]
     done = load(tmp_path, SERVE_ONE, TALLY_LAB="on")
     assert done.stdout.splitlines()[-1] == "/identity/v3 200"
+    # loading logs the start line and noauth's WARNING, nothing else (alembic's plugin
+    # set-up said seven lines at INFO)
+    loading = load(tmp_path).stderr.splitlines()
+    assert [line.split(" ")[2:4] for line in loading] == [["INFO", "tally"], ["WARNING", "tally"]]
 
 
 def test_the_old_entry_name_is_the_same_application(tmp_path):
