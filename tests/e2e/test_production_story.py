@@ -212,6 +212,8 @@ def haproxy(work: Path, hosts: list[str]) -> Iterator[Proxy]:
         pytest.skip(f"HAProxy is needed: {done.stderr.strip()}")
     assert (done.returncode, done.stdout) == (0, ""), done.stderr
     try:
+        config = (proxy.files / "haproxy" / "haproxy.cfg").read_text()
+        assert "    option httpchk GET /healthcheck\n" in config, config
         everyone = {f"placement/api{n}": "UP" for n in (1, 2, 3)}
         assert wait_until(lambda: proxy.states() == everyone, seconds=30, every=0.2), proxy.states()
         yield proxy
