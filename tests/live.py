@@ -192,9 +192,12 @@ def install_osc() -> Path:
 WSGI_APP = "tally.serve.wsgi:application"
 
 
-def gunicorn_command(bind: str, workers: int = 2, *options: str) -> list[str]:
+def gunicorn_command(
+    bind: str, workers: int = 2, *options: str, python: str | Path = sys.executable
+) -> list[str]:
+    """gunicorn serving Tally, run by `python` (a `wheel_venv`'s: the wheel's code)."""
     pytest.importorskip("gunicorn", reason="gunicorn is in the test extra: pip install '.[test]'")
-    return [sys.executable, "-m", "gunicorn", "--bind", bind, "--workers", str(workers)] + [
+    return [str(python), "-m", "gunicorn", "--bind", bind, "--workers", str(workers)] + [
         *options,
         WSGI_APP,
     ]

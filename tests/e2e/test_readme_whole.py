@@ -37,11 +37,12 @@ EXPECTED = {
 }
 
 
-def readme_blocks() -> list[str]:
-    """The `sh` blocks of the README, in order, but those of skipped sections."""
+def readme_blocks(only: tuple[str, ...] = ()) -> list[str]:
+    """The `sh` blocks of the README, in order, but those of skipped sections; with
+    `only`, those of the sections whose titles start so."""
     found = []
     for section in re.split(r"^## ", (ROOT / "README.md").read_text(), flags=re.M):
-        if section.startswith(SKIPPED_SECTIONS):
+        if section.startswith(SKIPPED_SECTIONS) or (only and not section.startswith(only)):
             continue
         found += re.findall(r"```sh\n(.*?)```", section, re.S)
     return found
@@ -92,11 +93,33 @@ def test_the_readme_runs_top_to_bottom(tmp_path: Path) -> None:
     _check(done, run)
 
 
-def _run_readme(url: str, osc: Path, work: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
-    run = [c for block in readme_blocks() for c in commands(block)]
+def marked(run: list[str], url: str) -> str:
+    """A script of the commands `run`, each followed by a line with its exit status
+    (`statuses` reads them), the README's address replaced by `url`."""
     # on a line of its own, also after an answer without a newline (curl's)
     script = "".join(f"{command}\nprintf '\\n{MARK}%s\\n' \"$?\"\n" for command in run)
-    script = script.replace("http://127.0.0.1:8778", url)
+    return script.replace("http://127.0.0.1:8778", url)
+
+
+def statuses(stdout: str) -> list[int]:
+    return [int(s) for s in re.findall(rf"^{MARK}(\d+)$", stdout, re.M)]
+
+
+def expected_statuses(run: list[str]) -> list[int]:
+    """What the README says each command of `run` exits with (EXPECTED; else 0)."""
+    seen: dict[str, int] = {}
+    found = []
+    for command in run:
+        flat = " ".join(command.replace("\\\n", " ").split())
+        occurrence = seen[flat] = seen.get(flat, -1) + 1
+        wanted = EXPECTED.get(flat, [])
+        found.append(wanted[occurrence] if occurrence < len(wanted) else 0)
+    return found
+
+
+def _run_readme(url: str, osc: Path, work: Path) -> tuple[subprocess.CompletedProcess, list[str]]:
+    run = [c for block in readme_blocks() for c in commands(block)]
+    script = marked(run, url)
     script = script.replace(".venv/bin/pip install -q python-openstackclient osc-placement", ":")
     path = f"{Path(sys.executable).parent}:{osc / 'bin'}:{os.environ['PATH']}"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OS_", "TALLY_"))}
@@ -113,14 +136,9 @@ def _run_readme(url: str, osc: Path, work: Path) -> tuple[subprocess.CompletedPr
 
 
 def _check(done: subprocess.CompletedProcess, run: list[str]) -> None:
-    statuses = [int(s) for s in re.findall(rf"^{MARK}(\d+)$", done.stdout, re.M)]
-    assert len(statuses) == len(run), done.stdout[-3000:] + done.stderr[-3000:]
-    seen: dict[str, int] = {}
-    for command, status in zip(run, statuses, strict=True):
-        flat = " ".join(command.replace("\\\n", " ").split())
-        occurrence = seen[flat] = seen.get(flat, -1) + 1
-        wanted = EXPECTED.get(flat, [])
-        expected = wanted[occurrence] if occurrence < len(wanted) else 0
+    found = statuses(done.stdout)
+    assert len(found) == len(run), done.stdout[-3000:] + done.stderr[-3000:]
+    for command, status, expected in zip(run, found, expected_statuses(run), strict=True):
         assert status == expected, (
             f"$ {command}\nexit {status}, not {expected}\n{done.stderr[-3000:]}"
         )

@@ -13,6 +13,9 @@ from tally.escapes import visible
 # Libraries whose debug output shows identity-service traffic (token hashes, request
 # dumps): never below INFO, whatever `log_level` says.
 QUIET_LOGGERS = ("keystonemiddleware", "keystoneauth", "keystoneclient", "oslo_policy")
+# Libraries that say at INFO what only their own developers need: alembic's plugin
+# set-up (seven lines per process each time the schema is looked at), held at WARNING.
+CHATTY_LOGGERS = ("alembic.runtime.plugins",)
 FORMAT = "%(asctime)s %(levelname)s %(name)s %(message)s"
 
 
@@ -48,6 +51,9 @@ def configure_logging(settings: Any) -> None:
     for name in QUIET_LOGGERS:
         logger = logging.getLogger(name)
         logger.setLevel(max(logger.getEffectiveLevel(), logging.INFO))
+    for name in CHATTY_LOGGERS:
+        logger = logging.getLogger(name)
+        logger.setLevel(max(logger.getEffectiveLevel(), logging.WARNING))
     if settings.placement_conf:
         from tally.config import unused_placement_options
 

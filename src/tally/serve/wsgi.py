@@ -14,7 +14,9 @@ The database must already hold Tally's newest schema (`tally db upgrade`, as
 upstream's `placement-manage db sync`): one that does not, an upstream Placement
 database, or one whose driver is missing is refused in one line
 (probe.UnusableDatabase). A database that is down only now passes: the app answers
-503 until it is back. With the `lab = auto` default the lab cloud is off here.
+503 until it is back. With the `lab = auto` default the lab cloud is off here; with
+`lab = on` each process runs the lab's clock as `tally serve` runs it (migrations
+advance every `lab_step_seconds`, hosts report every `lab_tracker_seconds`).
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from __future__ import annotations
 import os
 
 from tally.config import Settings, load_settings
-from tally.serve.compose import WSGIApp, create_server
+from tally.serve.compose import WSGIApp, create_server, start_ticker
 from tally.serve.logs import configure_logging
 from tally.serve.start import announce, listening_addresses, refuse_unsafe
 
@@ -43,6 +45,7 @@ def make_application(settings: Settings | None = None) -> WSGIApp:
     configure_logging(settings)
     probe.refuse_unmigrated(settings.database)
     server = create_server(settings)  # Placement (and the lab with `lab = on`)
+    start_ticker(server)  # per process, as under `tally serve`: the lab's migrations and tracker
     where = f"under WSGI (pid {os.getpid()}"
     if addresses:
         where += ", listening on " + ", ".join(f"{host}:{port}" for host, port in addresses)
