@@ -31,22 +31,28 @@ def first(
     roots: Iterable[int],
     stop: int,
     combine: Combine,
+    until: Callable[[Candidate], bool] | None = None,
+    walked: list[int] | None = None,
 ) -> list[Candidate] | None:
     """The first `stop` distinct candidates over `roots` (in the order given),
-    or None when the walk gave up (too many trees without a candidate)."""
+    or None when the walk gave up (too many trees without a candidate). With
+    `until`, the first ones up to the first `until` accepts, when it comes
+    before `stop`; `walked` gets each root the walk came to, in order."""
     into = sharing_into(ctx)
     budget = MIN_TREES + TREES_PER_CANDIDATE * stop
     found: dict[Candidate, None] = {}
     for seen, root in enumerate(roots):
         if seen >= budget:
             return None
+        if walked is not None:
+            walked.append(root)
         parts = parts_at(ctx, groups, root, into[root])
         if parts is None:
             continue
         for candidate in combine(root, parts):
             if candidate not in found:
                 found[candidate] = None
-                if len(found) >= stop:
+                if len(found) >= stop or (until is not None and until(candidate)):
                     return list(found)
     return list(found)
 
