@@ -17,6 +17,13 @@ SANDBOXES = "/tally/v1/sandboxes"
 
 
 @pytest.fixture
+def client(api) -> PlacementClient:  # noqa: ANN001
+    """An admin client over each backend's database (SQLite; PostgreSQL and MySQL
+    when their test servers are named)."""
+    return api()
+
+
+@pytest.fixture
 def cloud(client: PlacementClient) -> Cloud:
     """Two hosts; cn1 with a NUMA node holding a device; one server on cn1."""
     built = Cloud(client)
@@ -189,11 +196,11 @@ def test_limits_errors_and_expiry(client, cloud, monkeypatch):
     assert client.simulate_get(short).status_code == 404
 
 
-def test_over_the_memory_cap_nothing_is_kept(make_client, cloud):
-    client = make_client(sandbox_max_mb=0)  # (0: no cap)
+def test_over_the_memory_cap_nothing_is_kept(api, cloud):
+    client = api(sandbox_max_mb=0)  # (0: no cap)
     box = _sandbox(client)
     _change(client, box, {"kind": "boot", "query": "resources=VCPU:1", "count": 2})
-    capped = make_client(sandbox_max_mb=1)
+    capped = api(sandbox_max_mb=1)
     gone = [{"kind": "remove", "provider": str(uuidlib.uuid4())} for _ in range(3000)]
     result = capped.simulate_post(f"{box}/changes", json={"changes": gone})
     assert result.status_code == 507, result.text
@@ -201,8 +208,7 @@ def test_over_the_memory_cap_nothing_is_kept(make_client, cloud):
     assert client.simulate_get(box).json["steps"] == 2  # none of them kept
 
 
-def test_sandboxes_are_for_admins(make_client, cloud):
-    client = make_client()
+def test_sandboxes_are_for_admins(client, cloud):
     box = _sandbox(client)
     reader = {"x-auth-token": "user", "x-roles": "reader", "x-project-id": "demo"}
     for method, path in (

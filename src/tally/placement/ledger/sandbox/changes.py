@@ -660,9 +660,8 @@ class Trial:
         if holder is not None and view.provider(holder) is not None:
             if holder not in self.overlay.added:  # (not the live one made again)
                 return True
-        fold = str.casefold if self.engine.dialect.name == "mysql" else str
-        for uuid, made in self.overlay.added.items():
-            if fold(made["name"]) == fold(name) and view.provider(uuid) is not None:
+        for uuid, made in self.overlay.added.items():  # (compared exactly)
+            if made["name"] == name and view.provider(uuid) is not None:
                 return True
         return False
 
