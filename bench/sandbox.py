@@ -51,8 +51,9 @@ from tally.placement.ledger.candidates import Options, answer_over  # noqa: E402
 from tally.placement.ledger.candidates import view as views  # noqa: E402
 from tally.placement.ledger.candidates.view import View  # noqa: E402
 from tally.placement.ledger.sandbox.overlay import Overlay  # noqa: E402
-from tally.placement.ledger.sandbox.patch import Patch, SandboxView  # noqa: E402
+from tally.placement.ledger.sandbox.patch import Patch  # noqa: E402
 from tally.placement.ledger.sandbox.store import Kept  # noqa: E402
+from tally.placement.ledger.sandbox.view import SandboxView  # noqa: E402
 from tally.placement.microversion import MAX_VERSION  # noqa: E402
 
 

@@ -15,11 +15,13 @@ from tally.placement.ledger import inventory
 from tally.placement.ledger import usages as live_usages
 from tally.placement.ledger.candidates import why as why_module
 from tally.placement.ledger.candidates.index import Index
+from tally.placement.ledger.sandbox import changes as changing
 from tally.placement.ledger.sandbox import commit as committing
 from tally.placement.ledger.sandbox import reads, store
-from tally.placement.ledger.sandbox.changes import Change, Trial
+from tally.placement.ledger.sandbox.changes import Change
 from tally.placement.ledger.sandbox.overlay import Overlay, amounts
-from tally.placement.ledger.sandbox.patch import SandboxView
+from tally.placement.ledger.sandbox.trial import Trial
+from tally.placement.ledger.sandbox.view import SandboxView
 
 
 @dataclasses.dataclass
@@ -56,7 +58,7 @@ class Sandboxes:
         overlay = Overlay(row.revision, row.steps)
         first = 1 + max((step["change"] for step in row.steps), default=0)
         trial = Trial(self.engine, self.index, overlay, None, sandbox, self.options, self.rules)
-        made = trial.apply(changes, first, self.max_mb * 2**20)
+        made = changing.apply(trial, changes, first, self.max_mb * 2**20)
         overlay.revision = store.save(self.engine, sandbox, row.revision, overlay.steps)
         self.kept.keep(sandbox, overlay, trial.patch)
         return {"revision": overlay.revision, "steps": made}
