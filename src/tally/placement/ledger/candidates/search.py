@@ -253,7 +253,7 @@ class Trees:
                 return combiner.candidates(root)
 
         self.combine: walk.Combine = tree
-        self._into: dict[int, list[int]] | None = None
+        self._into: Mapping[int, list[int]] | None = None
 
     @classmethod
     def of(
