@@ -1,21 +1,21 @@
 """What if, committed under load (issue 41): sandboxes committed while 8 writers
-move servers and change inventories through the API. Every commit is whole or
-refused whole (0 partial: the servers a sandbox booted are all there or none is);
-a refusal names only what did move; the books keep every rule afterwards
-(`tally db check`), and every provider's usage fits its capacity."""
+move servers and change inventories through the API, on each backend (the
+commit's locks on PostgreSQL and MySQL). Every commit is whole or refused whole
+(0 partial: the servers a sandbox booted are all there or none is); a refusal
+names only what did move; the books keep every rule afterwards (`tally db
+check`), and every provider's usage fits its capacity."""
 
 from __future__ import annotations
 
 import random
 import threading
 import uuid as uuidlib
-from pathlib import Path
+
+import sqlalchemy as sa
 
 from tally.books import move
 from tally.config import Settings
-from tally.db.engine import make_engine
 from tally.placement.app import create_app
-from tally.placement.ledger.bootstrap import prepare_database
 from tests.conftest import PlacementClient
 
 HOSTS, SERVERS, SANDBOXES, WRITERS, WRITES = 6, 12, 16, 8, 25
@@ -31,10 +31,8 @@ def _server_body(allocations: dict, generation) -> dict:  # noqa: ANN001
     }
 
 
-def test_commits_under_concurrent_writers_are_whole_or_refused(tmp_path: Path) -> None:
-    url = f"sqlite:///{tmp_path / 'tally.sqlite'}"
-    engine = make_engine(url)
-    prepare_database(engine)
+def test_commits_under_concurrent_writers_are_whole_or_refused(engine: sa.Engine) -> None:
+    url = engine.url.render_as_string(hide_password=False)
     app = create_app(Settings.of(), engine)
     client = PlacementClient(app)
     rng = random.Random(41)
@@ -141,7 +139,6 @@ def test_commits_under_concurrent_writers_are_whole_or_refused(tmp_path: Path) -
             error = body["errors"][0]
             assert error["code"] == "placement.concurrent_update"
             assert error["moved"] and all(m["read"] != m["now"] for m in error["moved"])
-    engine.dispose()
     assert move.check_books(url, None) == []
     amounts = client.simulate_get("/tally/v1/amounts").json["providers"]
     for classes in amounts.values():

@@ -17,6 +17,13 @@ SANDBOXES = "/tally/v1/sandboxes"
 
 
 @pytest.fixture
+def client(api) -> PlacementClient:  # noqa: ANN001
+    """An admin client over each backend's database (SQLite; PostgreSQL and MySQL
+    when their test servers are named)."""
+    return api()
+
+
+@pytest.fixture
 def cloud(client: PlacementClient) -> Cloud:
     """Two hosts; cn1 with a NUMA node holding a device; one server on cn1."""
     built = Cloud(client)
@@ -212,11 +219,11 @@ def test_limits_errors_and_expiry(client, cloud, monkeypatch):
     assert client.simulate_get(short).status_code == 404
 
 
-def test_over_the_memory_cap_nothing_is_kept(make_client, cloud):
-    client = make_client(sandbox_max_mb=0)  # (0: no cap)
+def test_over_the_memory_cap_nothing_is_kept(api, cloud):
+    client = api(sandbox_max_mb=0)  # (0: no cap)
     box = _sandbox(client)
     _change(client, box, {"kind": "boot", "query": "resources=VCPU:1", "count": 2})
-    capped = make_client(sandbox_max_mb=1)
+    capped = api(sandbox_max_mb=1)
     gone = [{"kind": "remove", "provider": str(uuidlib.uuid4())} for _ in range(3000)]
     result = capped.simulate_post(f"{box}/changes", json={"changes": gone})
     assert result.status_code == 507, result.text
@@ -224,8 +231,7 @@ def test_over_the_memory_cap_nothing_is_kept(make_client, cloud):
     assert client.simulate_get(box).json["steps"] == 2  # none of them kept
 
 
-def test_sandboxes_are_for_admins(make_client, cloud):
-    client = make_client()
+def test_sandboxes_are_for_admins(client, cloud):
     box = _sandbox(client)
     reader = {"x-auth-token": "user", "x-roles": "reader", "x-project-id": "demo"}
     for method, path in (
@@ -238,3 +244,165 @@ def test_sandboxes_are_for_admins(make_client, cloud):
     ):
         found = client.simulate_request(method, path, headers=reader)
         assert found.status_code == 403, (method, path, found.text)
+
+
+def _server(client: PlacementClient, host: str, **resources: int) -> str:
+    uuid = str(uuidlib.uuid4())
+    body = {
+        "allocations": {host: {"resources": resources}},
+        "project_id": "demo",
+        "user_id": "alice",
+        "consumer_generation": None,
+        "consumer_type": "INSTANCE",
+    }
+    assert client.simulate_put(f"/allocations/{uuid}", json=body).status_code == 204
+    return uuid
+
+
+def _commit(client: PlacementClient, box: str) -> tuple[int, list[dict]]:
+    done = client.simulate_post(f"{box}/commit")
+    return done.status_code, done.json["errors"][0]["moved"] if done.status_code == 409 else []
+
+
+def test_a_commit_checks_the_trees_a_move_compared_before_it_chose(client):
+    """A move anywhere walks the trees in order: `a` (full, passed over), then
+    `b` (chosen). What it compared is read: a provider that joined `a`, or a change
+    of `a`, refuses the commit; a change in `d` (after the chosen tree) does not."""
+    hosts = Cloud(client)
+    for name, vcpu in (("a", 4), ("b", 8), ("c", 8), ("d", 8)):
+        hosts.provider(name, inventory={"VCPU": vcpu})
+    a, b, c, d = (hosts.uuids[n] for n in "abcd")
+    _server(client, a, VCPU=4)
+    server = _server(client, c, VCPU=2)
+    move = {"kind": "move", "consumer": server, "to": "anywhere"}
+
+    box = _sandbox(client)
+    (step,) = _change(client, box, move)
+    assert list(step["write"]["allocations"]) == [b]
+    assert step["reads"]["trees"] == sorted([a, b])
+    assert step["reads"]["providers"].keys() == {a, b, c}
+    hosts.provider("a-child", "a")  # (its parent's generation stays)
+    child = hosts.uuids["a-child"]
+    assert _commit(client, box) == (409, [{"provider": child, "read": None, "now": 0}])
+
+    box = _sandbox(client)
+    (step,) = _change(client, box, move)
+    assert step["reads"]["providers"].keys() == {a, child, b, c}
+    generation = client.simulate_get(f"/resource_providers/{a}").json["generation"]
+    hosts._put(a, "inventories", {"inventories": {"VCPU": {"total": 4}, "DISK_GB": {"total": 9}}})
+    assert _commit(client, box) == (
+        409,
+        [{"provider": a, "read": generation, "now": generation + 1}],
+    )
+
+    box = _sandbox(client)
+    _change(client, box, move)
+    hosts._put(d, "inventories", {"inventories": {"VCPU": {"total": 16}}})  # (not compared)
+    hosts.provider("d-child", "d")
+    assert _commit(client, box) == (200, [])
+    held = client.simulate_get(f"/allocations/{server}").json["allocations"]
+    assert held == {b: {"generation": held[b]["generation"], "resources": {"VCPU": 2}}}
+
+
+def test_a_commit_makes_the_providers_added_and_the_copies(client, cloud):
+    aggregate = str(uuidlib.uuid4())
+    cn1, cn2 = cloud.uuids["cn1"], cloud.uuids["cn2"]
+    cloud._put(cn1, "aggregates", {"aggregates": [aggregate]})
+    box = _sandbox(client)
+    new = str(uuidlib.uuid4())
+    steps = _change(
+        client,
+        box,
+        {
+            "kind": "add",
+            "provider": new,
+            "name": "gpu-box",
+            "parent": cn2,
+            "inventories": {"VGPU": {"total": 4, "max_unit": 2}},
+            "traits": ["HW_CPU_X86_AVX2"],
+        },
+        {"kind": "add", "template": cn1, "count": 2},
+        {"kind": "boot", "query": "resources=VGPU:2", "count": 1},
+        {"kind": "add", "provider": str(uuidlib.uuid4()), "traits": ["CUSTOM_NOPE"]},
+    )
+    assert [(s["kind"], s["applied"]) for s in steps] == [("add", True)] * 7 + [
+        ("boot", True),
+        ("add", False),
+    ]
+    assert steps[-1]["error"]["detail"] == "No such trait CUSTOM_NOPE"
+    assert steps[-2]["write"]["allocations"] == {new: {"VGPU": 2}}
+    copies = [s["subject"] for s in steps[1:7]]
+    # each copy: cn1, then numa0, then pf0 under it (parents first)
+    tops = [steps[1 + 3 * i]["write"] for i in range(2)]
+    assert all(r["parent"] is None and r["aggregates"] == [aggregate] for r in tops)
+    diff = client.simulate_get(f"{box}/diff").json["providers"]
+    assert diff[new]["added"] and not diff[new]["removed"]
+    assert diff[new]["traits"] == {"before": [], "after": ["HW_CPU_X86_AVX2"]}
+    shown = client.simulate_get(f"{box}/amounts").json
+    assert set(copies) | {new} <= shown["providers"].keys()
+    inside = client.simulate_get(
+        f"{box}/allocation_candidates", query_string=f"resources=VCPU:1&member_of={aggregate}"
+    ).json
+    summaries = inside["provider_summaries"]
+    roots = {
+        summaries[u]["root_provider_uuid"]
+        for r in inside["allocation_requests"]
+        for u in r["allocations"]
+    }
+    assert roots == {cn1, *copies[::3]}
+
+    done = client.simulate_post(f"{box}/commit")
+    assert done.status_code == 200, done.text
+    assert client.simulate_get("/tally/v1/amounts").json == shown
+    made = client.simulate_get(f"/resource_providers/{new}").json
+    assert (made["name"], made["parent_provider_uuid"]) == ("gpu-box", cn2)
+    assert client.simulate_get(f"/resource_providers/{new}/traits").json["traits"] == [
+        "HW_CPU_X86_AVX2"
+    ]
+    for root in copies[::3]:
+        listed = client.simulate_get("/resource_providers", params={"in_tree": root}).json
+        assert len(listed["resource_providers"]) == 3
+        aggs = client.simulate_get(f"/resource_providers/{root}/aggregates").json
+        assert aggs["aggregates"] == [aggregate]
+
+
+def test_a_sandbox_read_after_the_live_cloud_moved_shows_both(client, cloud):
+    cn1, cn2 = cloud.uuids["cn1"], cloud.uuids["cn2"]
+    box = _sandbox(client)
+    _change(client, box, {"kind": "move", "consumer": cloud.server, "to": cn2})
+    query = "resources=VCPU:1"
+    before = client.simulate_get(f"{box}/allocation_candidates", query_string=query).json
+    assert before["provider_summaries"][cn1]["resources"]["VCPU"]["used"] == 0
+    _server(client, cn1, VCPU=1)  # live: the index moves on
+    assert _usages(client, cn1, box) == {"VCPU": 1, "MEMORY_MB": 0}
+    assert _usages(client, cn2, box) == {"VCPU": 6, "MEMORY_MB": 1024}
+    after = client.simulate_get(f"{box}/allocation_candidates", query_string=query).json
+    assert after["provider_summaries"][cn1]["resources"]["VCPU"]["used"] == 1
+    assert after["provider_summaries"][cn2]["resources"]["VCPU"]["used"] == 6
+
+
+def test_a_step_whose_reads_came_in_newer_than_its_search_is_tried_again(client, monkeypatch):
+    """The cloud moves between a move's search and its reads of what it chose (a
+    write fills the chosen host): the step is tried again over the moved index and
+    chooses elsewhere, rather than keep a choice judged on the older state."""
+    from tally.placement.ledger.sandbox import reads
+
+    hosts = Cloud(client)
+    for name in "abcd":
+        hosts.provider(name, inventory={"VCPU": 4})
+    a, b, c, d = (hosts.uuids[n] for n in "abcd")
+    _server(client, a, VCPU=4)
+    server = _server(client, c, VCPU=2)
+    load, fired = reads.Reader.load_providers, []
+
+    def racing(self, uuids=(), roots=()):  # noqa: ANN001, ANN202
+        if roots and not fired:  # (a search's reads, after it)
+            fired.append(_server(client, b, VCPU=4))
+        return load(self, uuids, roots)
+
+    monkeypatch.setattr(reads.Reader, "load_providers", racing)
+    box = _sandbox(client)
+    (step,) = _change(client, box, {"kind": "move", "consumer": server, "to": "anywhere"})
+    assert fired and step["applied"]
+    assert list(step["write"]["allocations"]) == [d]
+    assert step["reads"]["trees"] == sorted([a, b, c, d])  # (c: its own, passed over)

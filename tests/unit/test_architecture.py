@@ -415,11 +415,13 @@ def test_a_ring_is_found(tmp_path):
 CANDIDATES = SRC / "placement" / "ledger" / "candidates"
 # The modules that may read the index's structures: the index itself, and the one
 # that adapts it to the search's `Source` (view.py).
-# (And a sandbox's view of it, ledger/sandbox/patch.py: the index with a patch laid over.)
+# (And a sandbox's: ledger/sandbox/patch.py, the patch in the index's ids, and view.py,
+# the index with the patch laid over.)
 INDEX_ADAPTER = {
     CANDIDATES / "index.py",
     CANDIDATES / "view.py",
     SRC / "placement" / "ledger" / "sandbox" / "patch.py",
+    SRC / "placement" / "ledger" / "sandbox" / "view.py",
 }
 
 

@@ -180,6 +180,11 @@ def _change(body: dict[str, Any]) -> ledger.Change:
         resource_class=body.get("resource_class"),
         amounts={k: body[k] for k in _INVENTORY_FIELDS if k in body},
         tree=body.get("tree", False),
+        name=body.get("name"),
+        parent=body.get("parent"),
+        inventories=body.get("inventories", {}),
+        traits=body.get("traits", []),
+        template=body.get("template"),
     )
     for name in ("project_id", "user_id", "consumer_type"):
         if name in body:

@@ -89,19 +89,7 @@ def set_provider_aggregates(
     """
 
     def body(conn: sa.Connection) -> ProviderAggregates:
-        provider = provider_row(conn, uuid, for_update=True)
-        uuids, seen = wanted()
-        if seen is not None and seen != provider.generation:
-            raise ConcurrentUpdate(
-                "Resource provider's generation already changed. "
-                "Please update the generation and try again."
-            )
-        before = _replace(conn, provider.id, uuids)
-        generation = provider.generation
-        if bump:
-            generation = bump_generation(conn, provider.id, generation, uuid, last=True)
-        history_records.aggregates_set(conn, provider, generation, set(before), set(uuids))
-        return ProviderAggregates(generation, list(uuids))
+        return set_provider_aggregates_in(conn, uuid, wanted, bump=bump, last=True)
 
     # a concurrent writer created one of our aggregates first, or (MySQL) the two
     # deadlocked doing so: run it again
@@ -116,21 +104,58 @@ def set_provider_aggregates(
     )
 
 
-def _replace(conn: sa.Connection, provider_id: int, uuids: list[str]) -> dict[str, int]:
+def set_provider_aggregates_in(
+    conn: sa.Connection,
+    uuid: str,
+    wanted: Callable[[], Wanted],
+    *,
+    bump: bool,
+    last: bool = False,
+) -> ProviderAggregates:
+    """The body of `set_provider_aggregates`, inside a write transaction the caller
+    opened (`last`: nothing later in it reads the provider)."""
+    provider = provider_row(conn, uuid, for_update=True)
+    uuids, seen = wanted()
+    if seen is not None and seen != provider.generation:
+        raise ConcurrentUpdate(
+            "Resource provider's generation already changed. "
+            "Please update the generation and try again."
+        )
+    before = _replace(conn, provider.id, uuids, defer=last)
+    generation = provider.generation
+    if bump:
+        generation = bump_generation(conn, provider.id, generation, uuid, last=last)
+    history_records.aggregates_set(conn, provider, generation, set(before), set(uuids))
+    return ProviderAggregates(generation, list(uuids))
+
+
+def _replace(
+    conn: sa.Connection, provider_id: int, uuids: list[str], *, defer: bool = True
+) -> dict[str, int]:
     """Link the provider to exactly the aggregates `uuids`; those it had before.
-    The provider is locked and nothing reads on: the changes go with the COMMIT
-    (`engine.at_commit`), a new aggregate's row first, the links by uuid."""
+    The provider is locked and (`defer`) nothing reads on: the changes go with the
+    COMMIT (`engine.at_commit`), a new aggregate's row first, the links by uuid."""
     rows = conn.execute(_NAMED_OR_LINKED, {"provider_id": provider_id, "names": uuids}).all()
     existing = {row.uuid: row.id for row in rows if row.linked}
     known = {row.uuid for row in rows}
     for agg_uuid, agg_id in existing.items():
         if agg_uuid not in set(uuids):
-            at_commit(conn, _DELETE_LINK, {"provider_id": provider_id, "aggregate_id": agg_id})
+            at_commit(
+                conn,
+                _DELETE_LINK,
+                {"provider_id": provider_id, "aggregate_id": agg_id},
+                defer=defer,
+            )
     now = utcnow()
     for agg_uuid in dict.fromkeys(uuids):
         if agg_uuid in existing:
             continue
         if agg_uuid not in known:
-            at_commit(conn, _INSERT_AGGREGATE, {"uuid": agg_uuid, "created_at": now})
-        at_commit(conn, _LINK_BY_UUID, {"provider_id": provider_id, "uuid": agg_uuid, "now": now})
+            at_commit(conn, _INSERT_AGGREGATE, {"uuid": agg_uuid, "created_at": now}, defer=defer)
+        at_commit(
+            conn,
+            _LINK_BY_UUID,
+            {"provider_id": provider_id, "uuid": agg_uuid, "now": now},
+            defer=defer,
+        )
     return existing

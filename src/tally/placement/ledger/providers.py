@@ -223,39 +223,46 @@ def create_provider(
 ) -> Provider:
     """A new provider; a root unless `parent_uuid` names an existing provider."""
     with transaction(engine, write=True) as conn:
-        failed = f'Unable to create resource provider "{name}", {uuid}'
-        if not name:
-            raise BadRequest(f"{failed}: a name is required.")
-        parent_id = root_id = None
-        root_uuid, parent_shown = uuid, None
-        if parent_uuid is not None:
-            if parent_uuid == uuid:
-                raise BadRequest(
-                    f"{failed}: parent provider UUID cannot be same as UUID. "
-                    "Leave parent_provider_uuid out or null for a root provider."
-                )
-            parent = _parent_row(conn, parent_uuid, failed)
-            parent_id, root_id = parent.id, parent.root_provider_id
-            parent_shown = parent.uuid
-            if root_id == parent.id:
-                root_uuid = parent.uuid
-            else:
-                root_uuid = conn.execute(_UUID_OF, {"provider_id": root_id}).scalar_one()
-        now = utcnow()
-        values = {
-            "uuid": uuid,
-            "name": name,
-            "generation": 0,
-            "parent_provider_id": parent_id,
-            "root_provider_id": root_id,
-            "created_at": now,
-        }
-        new_id = _insert(conn, values)
-        if new_id is None:  # its uuid or name is taken (as upstream: after the parent)
-            _refuse_duplicates(conn, uuid=uuid, name=name)
-            new_id = _insert(conn, values, last_try=True)  # it went away again
-        history_records.provider_created(conn, new_id, uuid, name, parent_uuid)
-        return Provider(new_id, uuid, name, 0, parent_shown, root_uuid, now, None)
+        return create_provider_in(conn, name=name, uuid=uuid, parent_uuid=parent_uuid)
+
+
+def create_provider_in(
+    conn: sa.Connection, *, name: str, uuid: str, parent_uuid: str | None = None
+) -> Provider:
+    """The body of `create_provider`, inside a write transaction the caller opened."""
+    failed = f'Unable to create resource provider "{name}", {uuid}'
+    if not name:
+        raise BadRequest(f"{failed}: a name is required.")
+    parent_id = root_id = None
+    root_uuid, parent_shown = uuid, None
+    if parent_uuid is not None:
+        if parent_uuid == uuid:
+            raise BadRequest(
+                f"{failed}: parent provider UUID cannot be same as UUID. "
+                "Leave parent_provider_uuid out or null for a root provider."
+            )
+        parent = _parent_row(conn, parent_uuid, failed)
+        parent_id, root_id = parent.id, parent.root_provider_id
+        parent_shown = parent.uuid
+        if root_id == parent.id:
+            root_uuid = parent.uuid
+        else:
+            root_uuid = conn.execute(_UUID_OF, {"provider_id": root_id}).scalar_one()
+    now = utcnow()
+    values = {
+        "uuid": uuid,
+        "name": name,
+        "generation": 0,
+        "parent_provider_id": parent_id,
+        "root_provider_id": root_id,
+        "created_at": now,
+    }
+    new_id = _insert(conn, values)
+    if new_id is None:  # its uuid or name is taken (as upstream: after the parent)
+        _refuse_duplicates(conn, uuid=uuid, name=name)
+        new_id = _insert(conn, values, last_try=True)  # it went away again
+    history_records.provider_created(conn, new_id, uuid, name, parent_uuid)
+    return Provider(new_id, uuid, name, 0, parent_shown, root_uuid, now, None)
 
 
 def _insert(conn: sa.Connection, values: dict, last_try: bool = False) -> int | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tally.placement.schemas import amounts, candidates, inventories, usages
+from tally.placement.schemas import amounts, candidates, inventories, traits, usages
 from tally.placement.schemas.answer_schemas import (
     INT,
     STR,
@@ -58,6 +58,14 @@ REQUIRED = {
     "remove": ["provider"],
     "disable": ["provider"],
     "drain": ["provider"],
+    "add": [],  # a provider (uuid, name: made up when absent), or `template` and `count`
+}
+_ADD_OWN = ["provider", "name", "parent", "inventories", "traits"]  # (not with a template)
+_RECORD = {
+    "type": "object",
+    "properties": copy.deepcopy(_FIELDS),
+    "required": ["total"],
+    "additionalProperties": False,
 }
 
 CHANGE: dict[str, Any] = {
@@ -82,12 +90,27 @@ CHANGE: dict[str, Any] = {
         "resource_class": _CLASS,
         **copy.deepcopy(_FIELDS),
         "tree": {"type": "boolean"},
+        "name": {"type": "string", "minLength": 1, "maxLength": 200},
+        "parent": _UUID_IN,
+        "inventories": {
+            "type": "object",
+            "propertyNames": _CLASS,
+            "additionalProperties": _RECORD,
+        },
+        "traits": {"type": "array", "items": traits.TRAIT_NAME, "maxItems": 1000},
+        "template": _UUID_IN,
     },
     "required": ["kind"],
     "additionalProperties": False,
     "allOf": [
-        {"if": {"properties": {"kind": {"const": kind}}}, "then": {"required": fields}}
-        for kind, fields in REQUIRED.items()
+        *(
+            {"if": {"properties": {"kind": {"const": kind}}}, "then": {"required": fields}}
+            for kind, fields in REQUIRED.items()
+        ),
+        {
+            "if": {"properties": {"kind": {"const": "add"}}, "required": ["template"]},
+            "then": {"not": {"anyOf": [{"required": [f]} for f in _ADD_OWN]}},
+        },
     ],
 }
 
@@ -127,11 +150,12 @@ DIFF_ANSWER = obj(
             "type": "object",
             "properties": {
                 "removed": {"type": "boolean"},
+                "added": {"type": "boolean"},
                 "usages": mapping(obj(before=INT, after=INT)),
                 "inventories": BEFORE_AFTER,
                 "traits": BEFORE_AFTER,
             },
-            "required": ["removed"],
+            "required": ["removed", "added"],
         }
     ),
     applied=INT,

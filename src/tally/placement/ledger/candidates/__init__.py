@@ -25,7 +25,8 @@ imports point down this list only (a test checks the import graph has no ring).
                      and the data shapes (stock rows, parts, candidates)
 
 `find_candidates` is the one entry point (`search_in` for a connection already
-open, always on the database; `search_over` for any `Source`); `candidates_answer`
+open, always on the database; `search_over` for any `Source`; `first_over` for
+the candidates alone, in ids); `candidates_answer`
 gives the same answer as the JSON body of the newest microversion
 (`candidates_json`, joined; `answer_over` for any `Source`). `explain` says why a
 request finds what it does (why.py); `answer_and_verdict` gives an empty answer
@@ -36,7 +37,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -49,11 +50,12 @@ from tally.placement.ledger.candidates import view as views
 from tally.placement.ledger.candidates import why as why_module
 from tally.placement.ledger.candidates.answer_cache import VERDICTS_KEPT
 from tally.placement.ledger.candidates.budget import AnswerTooLarge, SearchTooLong
+from tally.placement.ledger.candidates.groups import Context
 from tally.placement.ledger.candidates.index import Index
 from tally.placement.ledger.candidates.options import Options
 from tally.placement.ledger.candidates.render import Answer
 from tally.placement.ledger.candidates.request import CandidateRequest
-from tally.placement.ledger.candidates.snapshot import Snapshot
+from tally.placement.ledger.candidates.snapshot import Candidate, Snapshot
 from tally.placement.ledger.candidates.source import Source
 from tally.placement.ledger.candidates.summaries import Result
 
@@ -73,6 +75,7 @@ __all__ = [
     "candidates_answer",
     "candidates_json",
     "find_candidates",
+    "first_over",
     "search_in",
     "explain",
     "search_over",
@@ -237,6 +240,23 @@ def search_in(
 ) -> Result:
     """The search on the database, over a connection already open."""
     return search_over(Snapshot(conn), request, options)
+
+
+def first_over(
+    source: Source,
+    request: CandidateRequest,
+    options: Options | None = None,
+    until: Callable[[Candidate], bool] | None = None,
+    walked: list[int] | None = None,
+) -> tuple[Context | None, list[Candidate]]:
+    """The candidates `search_over` answers with, in ids and without summaries
+    (for a caller that takes one of them): the first `limit` in the answer's
+    order, or, when the walk tree by tree runs (`walk.first`), only those up to
+    the first that `until` accepts; `walked` gets the trees the walk came to."""
+    options = options or Options()
+    ctx, found = search.run(source, request, options, until=until, walked=walked)
+    chosen = None if ctx is None else summaries.choose(ctx, request, found, options)
+    return ctx, [] if chosen is None else chosen[0]
 
 
 def search_over(

@@ -93,6 +93,10 @@ class Answers:
             self._kept[key] = kept  # the most recently asked comes last
         return kept
 
+    def peek(self, key: tuple) -> Kept | None:
+        """The kept answer of `key`, not counted as asked (a sandbox reads it)."""
+        return self._kept.get(key)
+
     def asked(self, key: tuple) -> int:
         """Count one more ask of `key`; how many there were before."""
         before = self._asks.pop(key, 0)

@@ -384,6 +384,10 @@ class Index:
             found = by_amount[amount] = fitting(self.stock_list(rc), amount)
         return found
 
+    def fitting_kept(self, rc: int, amount: int) -> list[Stock] | None:
+        """`fitting` when the index keeps it, else None (nothing kept)."""
+        return self._fitting.get(rc, {}).get(amount)
+
     def uuid_of(self, rp: int) -> str:
         return self.rows[rp][0]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import random
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 
 from tally.placement.error_types import BadRequest
 from tally.placement.ledger.candidates import combine, narrow, walk
@@ -105,6 +105,8 @@ def run(
     by_anchor: bool = False,
     budget: Budget | None = None,
     basics: Basics | None = None,
+    until: Callable[[Candidate], bool] | None = None,
+    walked: list[int] | None = None,
 ) -> tuple[g.Context | None, list]:
     """The candidates, and the context that holds what was read to find them
     (with `by_anchor`: `(anchors, candidates)`, every candidate without a cut
@@ -118,7 +120,8 @@ def run(
     `budget` bounds the work (a new one from `options` when None); each try
     (the walk, the bulk search, the search in full) counts afresh under the
     same deadline. `basics`: what `read_basics` found of `request` on `snap`, when
-    already read.
+    already read. `until` and `walked`: for the walk tree by tree (`walk.first`),
+    when it runs; the bulk search makes every candidate up to the cut.
     """
     if budget is None:
         budget = options.new_budget()
@@ -140,7 +143,7 @@ def run(
         order = sorted(roots) if roots is not None else snap.sorted_roots()
         if options.randomize:
             order = random.sample(order, len(order))
-        found = walk.first(trees.ctx, trees.groups, order, stop, trees.combine)
+        found = walk.first(trees.ctx, trees.groups, order, stop, trees.combine, until, walked)
         if found is not None:
             return trees.ctx, found
         budget = budget.fresh()
@@ -250,7 +253,7 @@ class Trees:
                 return combiner.candidates(root)
 
         self.combine: walk.Combine = tree
-        self._into: dict[int, list[int]] | None = None
+        self._into: Mapping[int, list[int]] | None = None
 
     @classmethod
     def of(

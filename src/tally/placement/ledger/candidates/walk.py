@@ -31,22 +31,28 @@ def first(
     roots: Iterable[int],
     stop: int,
     combine: Combine,
+    until: Callable[[Candidate], bool] | None = None,
+    walked: list[int] | None = None,
 ) -> list[Candidate] | None:
     """The first `stop` distinct candidates over `roots` (in the order given),
-    or None when the walk gave up (too many trees without a candidate)."""
+    or None when the walk gave up (too many trees without a candidate). With
+    `until`, the first ones up to the first `until` accepts, when it comes
+    before `stop`; `walked` gets each root the walk came to, in order."""
     into = sharing_into(ctx)
     budget = MIN_TREES + TREES_PER_CANDIDATE * stop
     found: dict[Candidate, None] = {}
     for seen, root in enumerate(roots):
         if seen >= budget:
             return None
+        if walked is not None:
+            walked.append(root)
         parts = parts_at(ctx, groups, root, into[root])
         if parts is None:
             continue
         for candidate in combine(root, parts):
             if candidate not in found:
                 found[candidate] = None
-                if len(found) >= stop:
+                if len(found) >= stop or (until is not None and until(candidate)):
                     return list(found)
     return list(found)
 
@@ -86,15 +92,45 @@ def parts_at(
         ctx.at = None
 
 
-def sharing_into(ctx: g.Context) -> defaultdict[int, list[int]]:
-    """Anchor -> the sharing providers that share into its tree (from another tree)."""
-    into: defaultdict[int, list[int]] = defaultdict(list)
-    for sp in sorted(ctx.sharing):
-        own = ctx.root_of[sp]
-        for anchor in ctx.anchors_of(sp):
-            if anchor != own:
-                into[anchor].append(sp)
-    return into
+def sharing_into(ctx: g.Context) -> Mapping[int, list[int]]:
+    """Anchor -> the sharing providers that share into its tree (from another
+    tree), in provider order: worked out for each anchor as it is asked for (a
+    walk asks for a few trees), or for all at once when that costs less."""
+    return _Into(ctx)
+
+
+class _Into(dict):
+    """`sharing_into`'s map, filled as asked (see there)."""
+
+    def __init__(self, ctx: g.Context) -> None:
+        super().__init__()
+        self.ctx, self.sharing = ctx, sorted(ctx.sharing)
+        self.asked, self.whole = 0, not self.sharing
+
+    def __missing__(self, anchor: int) -> list[int]:
+        if self.whole:
+            return []
+        ctx, sharing = self.ctx, self.sharing
+        self.asked += 1
+        if self.asked * len(sharing) > sum(len(ctx.anchors_of(sp)) for sp in sharing):
+            self._fill()
+            return self.get(anchor, [])
+        found = self[anchor] = [
+            sp for sp in sharing if ctx.root_of[sp] != anchor and anchor in ctx.anchors_of(sp)
+        ]
+        return found
+
+    def _fill(self) -> None:
+        into: defaultdict[int, list[int]] = defaultdict(list)
+        ctx = self.ctx
+        for sp in self.sharing:
+            own = ctx.root_of[sp]
+            for anchor in ctx.anchors_of(sp):
+                if anchor != own:
+                    into[anchor].append(sp)
+        self.clear()
+        self.update(into)
+        self.whole = True
 
 
 def _stock_at(

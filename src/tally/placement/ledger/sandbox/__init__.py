@@ -3,13 +3,18 @@ cloud holding only what its changes changed; reads inside answer from it with th
 same code as outside, and a commit applies its changes in one transaction only if
 nothing they read has moved.
 
-    service.py  `Sandboxes`: one method per route
-    changes.py  changes -> steps, judged by the ledger's own rules (`Trial`)
-    commit.py   the steps replayed through the ledger's writes, generations checked
-    store.py    sandboxes in the database; each worker's overlays of them
-    patch.py    the overlay in the index's ids; `SandboxView`, a candidates `Source`
-    overlay.py  the steps folded into what changed, by uuid and class name
-    reads.py    what a sandbox reads of the database
+    service.py           `Sandboxes`: one method per route
+    changes.py           changes -> steps (the kinds, and what a step reads)
+    claims.py            the steps that claim: move, resize, boot
+    provider_changes.py  the steps on providers: inventory, remove, disable, add
+    trial.py             `Trial`: steps run and judged over the sandbox, once a request
+    commit.py            the steps replayed through the ledger's writes, reads checked
+    store.py             sandboxes in the database; each worker's overlays and patches
+    view.py              `SandboxView`, a candidates `Source` through a patch
+    answers.py           a sandbox's kept answers, made from the live index's
+    patch.py             the overlay in the index's ids, folded step by step
+    overlay.py           the steps folded into what changed, by uuid and class name
+    reads.py             what a sandbox reads of the database
 """
 
 from tally.placement.ledger.sandbox.changes import KINDS, Change

@@ -1,7 +1,9 @@
 """Committing a sandbox: its applied steps replayed through the ledger's own writes
 in one write transaction, only when every provider and consumer generation the
 steps read is unchanged (the consumers, then the providers, locked first, in the
-ledger's lock order); otherwise 409 naming what moved, and nothing is written."""
+ledger's lock order) and no provider joined a tree a search compared (read after
+the locks: a provider made there meanwhile has committed or waits for us);
+otherwise 409 naming what moved, and nothing is written."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from tally.db import schema as t
 from tally.db.bound_lists import in_bound_list
 from tally.db.engine import is_sqlite
 from tally.placement.error_types import ConcurrentUpdate
-from tally.placement.ledger import allocations, inventory, providers, traits
+from tally.placement.ledger import aggregates, allocations, inventory, providers, traits
 from tally.placement.ledger import consumers as cons
 from tally.placement.ledger.sandbox import store
 from tally.placement.ledger.sandbox.overlay import Overlay, records
@@ -25,6 +27,12 @@ _GENERATIONS = (
     .order_by(_rp.c.id)
 )
 _GENERATIONS_LOCKED = _GENERATIONS.with_for_update()
+_root = _rp.alias("root")
+_MEMBERS = (
+    sa.select(_rp.c.uuid, _rp.c.generation)
+    .select_from(_rp.join(_root, _root.c.id == _rp.c.root_provider_id))
+    .where(in_bound_list(_root.c.uuid, "roots"))
+)
 
 
 def commit(engine: sa.Engine, sandbox: str, rules: inventory.Rules, retries: int) -> int:
@@ -66,6 +74,11 @@ def _moved(conn: sa.Connection, overlay: Overlay) -> list[dict[str, Any]]:
     for uuid, seen in sorted(overlay.providers_read.items()):
         if now_of.get(uuid) != seen:
             moved.append({"provider": uuid, "read": seen, "now": now_of.get(uuid)})
+    if overlay.trees_read:
+        rows = conn.execute(_MEMBERS, {"roots": sorted(overlay.trees_read)}).all()
+        for uuid, generation in sorted(rows):
+            if uuid not in overlay.providers_read:
+                moved.append({"provider": uuid, "read": None, "now": generation})
     return moved
 
 
@@ -100,5 +113,19 @@ def _replay(conn: sa.Connection, write: dict[str, Any], rules: inventory.Rules) 
         traits.set_provider_traits_in(conn, write["provider"], write["traits"], None)
     elif op == "delete":
         providers.delete_provider_in(conn, write["provider"])
+    elif op == "add":
+        uuid = write["provider"]
+        providers.create_provider_in(
+            conn, name=write["name"], uuid=uuid, parent_uuid=write["parent"]
+        )
+        if write["inventories"]:
+            found = list(records(write["inventories"]).values())
+            inventory.replace_inventories_in(conn, uuid, None, found, rules)
+        if write["traits"]:
+            traits.set_provider_traits_in(conn, uuid, write["traits"], None)
+        if write["aggregates"]:
+            aggregates.set_provider_aggregates_in(
+                conn, uuid, lambda: (list(write["aggregates"]), None), bump=True
+            )
     else:
         raise ValueError(f"unknown sandbox write {op!r}")

@@ -1,338 +1,357 @@
-"""A sandbox laid over the live index: `Patch` (the overlay in the index's ids)
-and `SandboxView`, a `Source` (candidates/source.py) that reads the live `View`
-through it, so the search, the "why" verdict, usages and amounts answer inside a
-sandbox with the same code as outside.
+"""A sandbox laid over the live index: `Patch`, the overlay in the index's ids
+(view.py reads the live index through it).
 
-What a patch holds costs only what the sandbox changed: per provider touched its
-usage deltas, its inventories (when changed) and traits (when changed), and the
-providers removed. A class's stock list with a provider touched is copied and
-patched per search (never kept: the index's own lists are never changed).
+What a patch holds costs what the sandbox changed: per provider touched its
+usage deltas, its inventories (when changed) and traits (when changed), the
+providers removed, and the providers made in the sandbox (ids after every id of
+the index, in the order they were made, as the database gives them). A patch is
+folded step by step as its overlay grows (`advance`), so a plan of 200 steps
+folds each once. What it keeps while it lives (a class's stock list with the
+providers it touched patched in, the inventories of a class an amount fits in,
+the sandbox's kept answers: answers.py) is patched as it advances, never built
+again per search; the index's own lists are never changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tally.placement.ledger.candidates.index import _put
-from tally.placement.ledger.candidates.snapshot import Stock, fitting
-from tally.placement.ledger.candidates.view import View
+from tally.placement.ledger.candidates.snapshot import (
+    SHARING_TRAIT,
+    ProviderRow,
+    Stock,
+    capacity_of,
+    fitting,
+)
+from tally.placement.ledger.sandbox.answers import SandboxAnswers
+from tally.placement.ledger.sandbox.overlay import amounts
 
 if TYPE_CHECKING:
     from tally.placement.ledger.candidates.index import Index, Inventory
     from tally.placement.ledger.sandbox.overlay import Overlay
 
+FITTING_KEPT = 8  # amounts per class whose fitting inventories a patch keeps
+_NONE: frozenset[int] = frozenset()
+
 
 class Patch:
-    """An overlay in the ids of one state of the index (`key`)."""
+    """An overlay in the ids of one state of the index (`index_version`), folded
+    up to `folded` of its steps."""
 
     def __init__(self, overlay: Overlay, index: Index) -> None:
         self.overlay, self.index = overlay, index
-        self.key = (index.version, overlay.version)
-        ids, classes = index.by_uuid, index.class_ids
-        self.removed = {ids[u] for u in overlay.removed if u in ids}
+        self.index_version = index.version
+        self.folded = 0  # steps of the overlay folded in
+        self.removed: set[int] = set()
         self.used: dict[int, dict[int, int]] = {}  # provider -> class -> delta
-        for consumer in overlay.consumers.values():
-            for allocations, sign in ((consumer.before, -1), (consumer.now, 1)):
-                for uuid, resources in allocations.items():
-                    rp = ids.get(uuid)
+        self.inventories: dict[int, dict[int, Inventory]] = {}  # replaced whole
+        self.traits: dict[int, frozenset[int]] = {}  # replaced whole
+        self.aggregates: dict[int, frozenset[int]] = {}  # of the providers made here
+        self.added_ids: dict[str, int] = {}  # uuid -> id, of the providers made here
+        self.added_roots: list[int] = []  # in id order
+        self.tree_extra: dict[int, set[int]] = {}  # root -> providers made here in its tree
+        self.classes: dict[int, set[int]] = {}  # class -> providers whose row of it differs
+        self.rows: dict[int, ProviderRow] = index.rows  # (copied once a provider is made)
+        self.root_of: dict[int, int] = index.root_of
+        self._next = 1 + max(max(index.rows, default=0), max(index.left_out, default=0))
+        self.shape = 0  # bumped by every change of traits, trees or aggregates
+        self._lists: dict[int, list[Stock]] = {}
+        self._class_rows: dict[int, dict[int, Stock | None]] = {}
+        self._fitting: dict[int, dict[int, list[Stock]]] = {}
+        self._sorted_roots: tuple[int, list[int]] | None = None
+        self._sharing: tuple[int, dict[int, set[int]]] | None = None
+        self._touched: tuple[int, set[int], set[int]] | None = None
+        self.answers: SandboxAnswers | None = None  # kept answers (answers.py)
+        changed: set[tuple[int, int]] = set()
+        for write in _writes(overlay):
+            self._fold(write, changed)
+        self.folded = overlay.count
+        self._classes(changed)
+
+    # -- folding the overlay's steps ------------------------------------------
+
+    def advance(self) -> None:
+        """Fold the steps the overlay gained since (the caches patched)."""
+        overlay = self.overlay
+        new = overlay.count - self.folded
+        if not new:
+            return
+        changed: set[tuple[int, int]] = set()  # (provider, class) whose stock row may differ
+        for step in overlay.steps[len(overlay.steps) - new :]:
+            if step["applied"]:
+                self._fold(step["write"], changed)
+        self.folded = overlay.count
+        self._classes(changed)
+        self._restock(changed)
+        if self.answers is not None:
+            self.answers.advanced()
+
+    def _classes(self, changed: set[tuple[int, int]]) -> None:
+        for rp, rc in changed:
+            self.classes.setdefault(rc, set()).add(rp)
+
+    def provider(self, uuid: str) -> int | None:
+        """The id of provider `uuid` in the sandbox, None when it does not exist."""
+        rp = self.added_ids.get(uuid)
+        if rp is None or rp in self.removed:
+            rp = self.index.by_uuid.get(uuid)
+        return None if rp is None or rp in self.removed else rp
+
+    def _fold(self, write: dict[str, Any], changed: set[tuple[int, int]]) -> None:
+        op, classes = write["op"], self.index.class_ids
+        if op == "allocations":
+            for held, sign in ((write["before"], -1), (write["allocations"], 1)):
+                for uuid, resources in held.items():
+                    rp = self.provider(uuid)
                     if rp is None:
                         continue
                     delta = self.used.setdefault(rp, {})
-                    for rc_name, amount in resources.items():
-                        rc = classes.get(rc_name)
+                    for name, amount in resources.items():
+                        rc = classes.get(name)
                         if rc is not None:
                             delta[rc] = delta.get(rc, 0) + sign * amount
-        self.inventories: dict[int, dict[int, Inventory]] = {}
-        for uuid, changed in overlay.inventories.items():
-            rp = ids.get(uuid)
-            if rp is not None:
-                self.inventories[rp] = {
-                    classes[rc]: (r.capacity, r.min_unit, r.max_unit, r.step_size)
-                    for rc, r in changed.now.items()
-                    if rc in classes
-                }
-        self.traits: dict[int, frozenset[int]] = {}
-        for uuid, changed in overlay.traits.items():
-            rp = ids.get(uuid)
-            if rp is not None:
-                names = index.trait_ids
-                self.traits[rp] = frozenset(names[n] for n in changed.now if n in names)
-        # class -> providers whose stock row of it the patch changes
-        self.classes: dict[int, set[int]] = {}
-        for rp, delta in self.used.items():
-            for rc in delta:
-                self.classes.setdefault(rc, set()).add(rp)
-        for rp in self.inventories:
-            for rc in {*self.inventories[rp], *index.inventories.get(rp, {})}:
-                self.classes.setdefault(rc, set()).add(rp)
-        for rp in self.removed:
-            for rc in index.inventories.get(rp, {}):
-                self.classes.setdefault(rc, set()).add(rp)
-        self.removed_roots = {rp for rp in self.removed if rp in index.roots}
+                            changed.add((rp, rc))
+            return
+        uuid = write["provider"]
+        if op == "add":
+            rp = self._add(write)
+        else:
+            rp = self.provider(uuid)
+            if rp is None:
+                return
+        before = set(self.inventories_of(rp))
+        if op in ("inventories", "add"):
+            self.inventories[rp] = {
+                classes[name]: (
+                    capacity_of(a["total"], a["reserved"], a["allocation_ratio"]),
+                    a["min_unit"],
+                    a["max_unit"],
+                    a["step_size"],
+                )
+                for name, a in write["inventories"].items()
+                if name in classes
+            }
+        if op in ("traits", "add"):
+            ids = self.index.trait_ids
+            self.traits[rp] = frozenset(ids[n] for n in write["traits"] if n in ids)
+            self.shape += 1
+        if op == "delete":
+            self.removed.add(rp)
+            self.shape += 1
+        changed.update((rp, rc) for rc in before | set(self.inventories_of(rp)))
 
+    def _add(self, write: dict[str, Any]) -> int:
+        """A provider made in the sandbox: its id, after all the others."""
+        if self.rows is self.index.rows:  # (the first: the maps become the patch's own)
+            self.rows, self.root_of = dict(self.rows), dict(self.root_of)
+        rp, self._next = self._next, self._next + 1
+        parent = None if write["parent"] is None else self.provider(write["parent"])
+        root = rp if parent is None else self.root_of[parent]
+        self.rows[rp] = (write["provider"], parent, root)
+        self.root_of[rp] = root
+        self.added_ids[write["provider"]] = rp
+        if parent is None:
+            self.added_roots.append(rp)
+        self.tree_extra.setdefault(root, set()).add(rp)
+        known = self.index.aggregate_ids
+        self.aggregates[rp] = frozenset(known[a] for a in write["aggregates"] if a in known)
+        return rp
 
-def patch_of(overlay: Overlay, index: Index, kept: dict[str, Patch], sandbox: str) -> Patch:
-    """The overlay's patch over the index as it is now (kept per sandbox while
-    neither moved)."""
-    found = kept.get(sandbox)
-    if (
-        found is None
-        or found.overlay is not overlay
-        or found.index is not index
-        or found.key != (index.version, overlay.version)
-    ):
-        found = kept[sandbox] = Patch(overlay, index)
-    return found
+    def touched(self) -> set[int]:
+        """The providers whose summary differs from the live one (worked out when
+        asked: the kept answers ask, answers.py)."""
+        return self._touch()[0]
 
+    def anchors(self) -> set[int]:
+        """The trees whose candidates may differ from the live ones: the trees of
+        the providers touched, and every tree a touched sharing provider (before
+        or after) shares into."""
+        return self._touch()[1]
 
-class SandboxView(View):
-    """The live `View` with a sandbox's patch laid over it (one search, under the
-    index's lock). Answers nothing from the index's kept answers."""
+    def _touch(self) -> tuple[set[int], set[int]]:
+        if self._touched is None or self._touched[0] != self.folded:
+            touched = {*self.used, *self.inventories, *self.traits, *self.removed}
+            touched.update(self.added_ids.values())
+            anchors = {self.root_of[rp] for rp in touched}
+            sharing = self.index.trait_ids.get(SHARING_TRAIT)
+            for rp in touched if sharing is not None else ():
+                if sharing in self.traits.get(rp, _NONE) or sharing in self.index.traits.get(
+                    rp, _NONE
+                ):
+                    anchors.update(self._shared_into(rp))
+            self._touched = (self.folded, touched, anchors)
+        return self._touched[1], self._touched[2]
 
-    def __init__(self, index: Index, patch: Patch) -> None:
-        super().__init__(index)
-        self.patch = patch
-        self._lists: dict[int, list[Stock]] = {}
-        self._stocks: dict[int, _Patched] = {}
+    def _shared_into(self, sp: int) -> set[int]:
+        """The roots of every provider in an aggregate of `sp` (live or made here)."""
+        index, found = self.index, set()
+        for agg in self.aggregates.get(sp) or index.aggregates.get(sp, ()):
+            found.update(self.root_of[m] for m in index.members.get(agg, ()))
+            found.update(self.root_of[m] for m, aggs in self.aggregates.items() if agg in aggs)
+        return found
 
-    # -- a provider's inventories, usage and traits, patched ----------------------
+    # -- the patched state ------------------------------------------------------
 
     def inventories_of(self, rp: int) -> Mapping[int, Inventory]:
-        found = self.patch.inventories.get(rp)
+        found = self.inventories.get(rp)
         return self.index.inventories.get(rp, {}) if found is None else found
 
-    def used_of(self, rp: int) -> dict[int, int]:
-        used = dict(self.index.used.get(rp, {}))
-        for rc, delta in self.patch.used.get(rp, {}).items():
-            used[rc] = used.get(rc, 0) + delta
-        return used
+    def used_of(self, rp: int, rc: int) -> int:
+        return self.index.used.get(rp, {}).get(rc, 0) + self.used.get(rp, {}).get(rc, 0)
 
     def traits_of(self, rp: int) -> frozenset[int]:
-        found = self.patch.traits.get(rp)
-        return self.index.traits.get(rp, frozenset()) if found is None else found
+        found = self.traits.get(rp)
+        return self.index.traits.get(rp, _NONE) if found is None else found
 
-    def exists(self, rp: int) -> bool:
-        return rp in self.index.rows and rp not in self.patch.removed
+    def aggregates_of(self, rp: int) -> frozenset[int]:
+        found = self.aggregates.get(rp)
+        return self.index.aggregates.get(rp, _NONE) if found is None else found
 
-    # -- what a sandbox's changes ask, by uuid and name ---------------------------
-
-    def provider(self, uuid: str) -> int | None:
-        """The id of provider `uuid`, None when it does not exist in the sandbox."""
-        rp = self.index.by_uuid.get(uuid)
-        return rp if rp is not None and self.exists(rp) else None
-
-    def uuid_of(self, rp: int) -> str:
-        return self.rows[rp][0]
-
-    def root_uuid(self, uuid: str) -> str | None:
-        """The uuid of the root of provider `uuid` (removed or not), None if unknown."""
-        rp = self.index.by_uuid.get(uuid)
-        return None if rp is None else self.rows[self.index.root_of[rp]][0]
-
-    def class_ids_by_name(self) -> Mapping[str, int]:
-        return self.index.class_ids
-
-    def class_names_by_id(self) -> Mapping[int, str]:
-        return self.index.class_names
-
-    def trait_names_of(self, rp: int) -> list[str]:
-        names = self.index.trait_names
-        return sorted(names[tr] for tr in self.traits_of(rp))
-
-    def subtree(self, rp: int) -> list[int]:
-        """Provider `rp` and every provider below it in the sandbox, deepest first,
-        then by uuid."""
-        rows = self.rows
-
-        def depth_under(m: int) -> int | None:  # (None: not under rp)
-            depth = 0
-            while m != rp:
-                m = rows[m][1]
-                if m is None:
-                    return None
-                depth += 1
-            return depth
-
-        found = [(depth_under(m), m) for m in self.tree_members([self.index.root_of[rp]])]
-        under = [(d, m) for d, m in found if d is not None]
-        return [m for _, m in sorted(under, key=lambda dm: (-dm[0], rows[dm[1]][0]))]
-
-    def children(self, rp: int) -> list[int]:
-        rows = self.rows
-        return [m for m in self.tree_members([self.index.root_of[rp]]) if rows[m][1] == rp]
-
-    def tree_uuids(self, rp: int) -> set[str]:
-        """The uuids of every provider of `rp`'s tree in the sandbox."""
-        return {self.rows[m][0] for m in self.tree_members([self.index.root_of[rp]])}
-
-    def _stock_row(self, rp: int, rc: int) -> Stock | None:
-        if rp in self.patch.removed:
+    def stock_row(self, rp: int, rc: int) -> Stock | None:
+        """Provider `rp`'s row of class `rc` in the sandbox (None: it has none)."""
+        if rp in self.removed:
             return None
         inv = self.inventories_of(rp).get(rc)
         if inv is None:
             return None
-        used = self.used_of(rp).get(rc, 0)
-        return (rp, self.index.rows[rp][2], inv[0], used, inv[1], inv[2], inv[3])
+        return (rp, self.root_of[rp], inv[0], self.used_of(rp, rc), inv[1], inv[2], inv[3])
 
-    # -- Source ----------------------------------------------------------------
+    def sorted_roots(self) -> list[int]:
+        """Every root in the sandbox, in id order (kept until a tree changes)."""
+        if self._sorted_roots is None or self._sorted_roots[0] != self.shape:
+            removed = self.removed
+            roots = [rp for rp in self.index.sorted_roots() if rp not in removed]
+            roots += [rp for rp in self.added_roots if rp not in removed]
+            self._sorted_roots = (self.shape, roots)
+        return self._sorted_roots[1]
 
-    def kept(self) -> None:
-        return None
+    def members(self, root: int) -> set[int]:
+        """The providers of the tree of `root` in the sandbox."""
+        found = self.index.trees.get(root, _NONE)
+        extra = self.tree_extra.get(root)
+        if extra:
+            found = found | extra
+        removed = self.removed
+        return {rp for rp in found if rp not in removed} if removed else set(found)
 
-    def fresh(self) -> SandboxView:
-        return self
+    def sharing_anchors(self, providers: Iterable[int]) -> dict[int, set[int]]:
+        """`View.sharing_anchors` in the sandbox: per sharing provider the roots of
+        the providers in its aggregates (kept until a tree or aggregate changes)."""
+        if self._sharing is None or self._sharing[0] != self.shape:
+            self._sharing = (self.shape, {})
+        kept, removed = self._sharing[1], self.removed
+        found: dict[int, set[int]] = {}
+        for sp in providers:
+            if sp in removed:
+                continue
+            roots = kept.get(sp)
+            if roots is None:
+                roots = kept[sp] = {
+                    self.root_of[m]
+                    for agg in self.aggregates_of(sp)
+                    for m in self.aggregate_members(agg)
+                }
+            if roots:
+                found[sp] = roots
+        return found
+
+    def aggregate_members(self, agg: int) -> set[int]:
+        found = set(self.index.members.get(agg, ()))
+        found.update(rp for rp, aggs in self.aggregates.items() if agg in aggs)
+        return found - self.removed
+
+    def summary_of(self, rp: int) -> dict[str, Any]:
+        """A provider's summary in the sandbox (as `Index.summary_of`)."""
+        _, parent, root = self.rows[rp]
+        names, traits = self.index.class_names, self.index.trait_names
+        return {
+            "resources": {
+                names[rc]: {"capacity": inv[0], "used": self.used_of(rp, rc)}
+                for rc, inv in self.inventories_of(rp).items()
+            },
+            "traits": [traits[tr] for tr in sorted(self.traits_of(rp))],
+            "parent_provider_uuid": self.rows[parent][0] if parent is not None else None,
+            "root_provider_uuid": self.rows[root][0],
+        }
+
+    # -- what is kept while the patch lives ------------------------------------
+
+    def class_rows(self, rc: int) -> dict[int, Stock | None]:
+        """The rows of class `rc` the patch changed, by provider (None: gone)."""
+        found = self._class_rows.get(rc)
+        if found is None:
+            touched = self.classes.get(rc, ())
+            found = self._class_rows[rc] = {rp: self.stock_row(rp, rc) for rp in touched}
+        return found
 
     def stock_list(self, rc: int) -> list[Stock]:
-        """Every inventory of class `rc` in provider order: the index's list, or a
-        patched copy when the sandbox touched the class (made once per search)."""
-        touched = self.patch.classes.get(rc)
-        if not touched:
+        """Every inventory of class `rc` in provider order: the index's list, or
+        a copy with the patch's rows in it (kept, patched as the patch advances)."""
+        if rc not in self.classes:
             return self.index.stock_list(rc)
         found = self._lists.get(rc)
         if found is None:
             found = self._lists[rc] = list(self.index.stock_list(rc))
-            for rp in sorted(touched):
-                _put(found, rp, self._stock_row(rp, rc))
+            for rp, row in sorted(self.class_rows(rc).items()):
+                _put(found, rp, row)
         return found
 
-    def class_stock(self, rc: int) -> Mapping[int, Stock]:
-        touched = self.patch.classes.get(rc)
-        if not touched:
-            return super().class_stock(rc)
-        found = self._stocks.get(rc)
+    def fitting(self, rc: int, amount: int) -> list[Stock]:
+        """The inventories of class `rc` one allocation of `amount` fits in (the
+        index's when it keeps them and the patch changed none of the class; the
+        patch keeps the others: it never makes the index keep one more)."""
+        if rc not in self.classes:
+            found = self.index.fitting_kept(rc, amount)
+            if found is not None:
+                return found
+        by_amount = self._fitting.setdefault(rc, {})
+        found = by_amount.get(amount)
         if found is None:
-            rows = {rp: self._stock_row(rp, rc) for rp in touched}
-            found = self._stocks[rc] = _Patched(super().class_stock(rc), rows)
+            if len(by_amount) >= FITTING_KEPT:
+                del by_amount[next(iter(by_amount))]
+            found = by_amount[amount] = fitting(self.stock_list(rc), amount)
         return found
 
-    def sorted_roots(self) -> list[int]:
-        removed = self.patch.removed_roots
-        roots = self.index.sorted_roots()
-        return [rp for rp in roots if rp not in removed] if removed else roots
-
-    def tree_members(self, roots: Iterable[int]) -> set[int]:
-        return super().tree_members(roots) - self.patch.removed
-
-    def tree_roots(self, uuids: Iterable[str]) -> dict[str, int]:
-        found = super().tree_roots(uuids)
-        removed = self.patch.removed
-        return {u: root for u, root in found.items() if self.index.by_uuid[u] not in removed}
-
-    def has_trees(self) -> bool:
-        removed = self.patch.removed
-        return len(self.index.roots) - len(self.patch.removed_roots) != len(self.rows) - len(
-            removed
-        )
-
-    def roots_with_traits(self, required: set[int], forbidden: set[int]) -> set[int]:
-        found = super().roots_with_traits(required, forbidden)
-        for rp, traits in self.patch.traits.items():
-            if rp in self.index.roots:
-                if required <= traits and not forbidden & traits:
-                    found.add(rp)
-                else:
-                    found.discard(rp)
-        return found - self.patch.removed_roots
-
-    def trait_holders(self, trait_ids: Iterable[int]) -> dict[int, set[int]]:
-        wanted = set(trait_ids)
-        found = super().trait_holders(wanted)
-        for rp, traits in self.patch.traits.items():
-            for trait in wanted:
-                if trait in traits:
-                    found.setdefault(trait, set()).add(rp)
-                elif trait in found:
-                    found[trait].discard(rp)
-        removed = self.patch.removed
-        return {tr: held - removed for tr, held in found.items() if held - removed}
-
-    def aggregate_members(self, agg_ids: Iterable[int]) -> dict[int, set[int]]:
-        removed = self.patch.removed
-        found = super().aggregate_members(agg_ids)
-        return {agg: held - removed for agg, held in found.items() if held - removed}
-
-    def sharing_anchors(self, providers: Iterable[int]) -> dict[int, set[int]]:
-        removed = self.patch.removed
-        found = super().sharing_anchors(p for p in providers if p not in removed)
-        return {sp: roots - removed for sp, roots in found.items() if roots - removed}
-
-    def stock(
-        self, class_ids: Iterable[int], roots: Collection[int] | None = None
-    ) -> dict[int, list[Stock]]:
-        found: dict[int, list[Stock]] = {}
-        for rc in sorted(set(class_ids)):
-            every = self.stock_list(rc)
-            if roots is None:
-                found[rc] = every
-            else:
-                found[rc] = [s for s in every if s[1] in roots]
-        return found
-
-    def fitting(self, rc: int, rows: list[Stock], amount: int) -> list[Stock]:
-        if not self.patch.classes.get(rc):
-            return super().fitting(rc, rows, amount)
-        return fitting(rows, amount)
-
-    def stock_of_trees(
-        self, roots: Collection[int], skip_classes: Collection[int]
-    ) -> list[tuple[int, int, int, int]]:
-        found = []
-        removed, trees = self.patch.removed, self.index.trees
-        for root in roots:  # (in the live view's order)
-            for rp in trees.get(root, ()):
-                if rp in removed:
-                    continue
-                used = self.used_of(rp)
-                for rc, inv in self.inventories_of(rp).items():
-                    if rc not in skip_classes:
-                        found.append((rp, rc, inv[0], used.get(rc, 0)))
-        return found
-
-    def trait_names(self, providers: Collection[int]) -> dict[int, list[str]]:
-        names = self.index.trait_names
-        found = {}
-        for rp in providers:
-            traits = self.traits_of(rp)
-            if traits:
-                found[rp] = [names[tr] for tr in sorted(traits)]
-        return found
-
-    # -- the provider listing's questions: not served inside a sandbox -----------
-
-    def lists_every_provider(self) -> bool:
-        return False
+    def _restock(self, changed: set[tuple[int, int]]) -> None:
+        for rp, rc in changed:
+            row = self.stock_row(rp, rc)
+            kept = self._class_rows.get(rc)
+            if kept is not None:
+                kept[rp] = row
+            listed = self._lists.get(rc)
+            if listed is not None:
+                _put(listed, rp, row)
+            for amount, rows in self._fitting.get(rc, {}).items():
+                fits = row is not None and fitting([row], amount)
+                _put(rows, rp, row if fits else None)
 
 
-class _Patched(Mapping[int, Stock]):
-    """A class's stock rows by provider: the live ones, with the patch's rows of the
-    providers it touched (None: none of the class there any more) laid over."""
+def _writes(overlay: Overlay) -> Iterator[dict[str, Any]]:
+    """The overlay's folded state as writes (`Patch._fold`): the live providers
+    removed, each provider made (in the order made), inventories and traits as
+    now, the usage the consumers' allocations add (or free)."""
+    for uuid in sorted(overlay.removed):  # (live ones: before one is made again)
+        yield {"op": "delete", "provider": uuid}
+    yield from overlay.added.values()
+    for uuid, changed in overlay.inventories.items():
+        yield {"op": "inventories", "provider": uuid, "inventories": amounts(changed.now)}
+    for uuid, changed in overlay.traits.items():
+        yield {"op": "traits", "provider": uuid, "traits": sorted(changed.now)}
+    yield {"op": "allocations", "before": {}, "allocations": overlay.delta}
 
-    def __init__(self, live: Mapping[int, Stock], rows: dict[int, Stock | None]) -> None:
-        self.live, self.rows = live, rows
 
-    def __getitem__(self, rp: int) -> Stock:
-        if rp in self.rows:
-            row = self.rows[rp]
-            if row is None:
-                raise KeyError(rp)
-            return row
-        return self.live[rp]
-
-    def get(self, rp: int, default=None):  # noqa: ANN001, ANN201
-        if rp in self.rows:
-            row = self.rows[rp]
-            return default if row is None else row
-        return self.live.get(rp, default)
-
-    def __contains__(self, rp: object) -> bool:
-        if rp in self.rows:
-            return self.rows[rp] is not None  # type: ignore[index]
-        return rp in self.live
-
-    def __iter__(self) -> Iterator[int]:
-        yield from (rp for rp in self.live if rp not in self.rows)
-        yield from (rp for rp, row in self.rows.items() if row is not None)
-
-    def __len__(self) -> int:
-        return sum(1 for _ in self)
+def patch_of(overlay: Overlay, index: Index, found: Patch | None) -> Patch:
+    """The overlay's patch over the index as it is now: `found` (the one kept),
+    advanced to the overlay's newest step, while neither the overlay object nor
+    the index moved; else a new one (the caller keeps it)."""
+    if (
+        found is None
+        or found.overlay is not overlay
+        or found.index is not index
+        or found.index_version != index.version
+    ):
+        return Patch(overlay, index)
+    found.advance()
+    return found
