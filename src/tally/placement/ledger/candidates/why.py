@@ -151,7 +151,8 @@ def _closest(roots: list[int], fits: set[int], constraints: list[Constraint]) ->
                 if left < asked:
                     distance[root] += (asked - left) / asked
     missed = [root for root in roots if root not in fits]
-    return heapq.nsmallest(CLOSEST, missed, key=lambda root: (distance[root], root))
+    ranked = zip(map(distance.__getitem__, missed), missed, strict=True)  # (no key per tree)
+    return [root for _, root in heapq.nsmallest(CLOSEST, ranked)]
 
 
 def _miss(root: int, constraints: list[Constraint]) -> Miss:
