@@ -3,12 +3,16 @@ nothing, and ends with a status its --apply never gives (issue 40, item 9: `heal
 and `audit --delete` printed the same summary and status with and without --apply,
 and nova-manage's commands write unless told --dry-run). The rule, in
 tally.cli.exits: a dry run ends as its --apply would, but where the --apply would
-say it wrote (0 healed, 4 everything fixed, 0 drained), the dry run says 5.
+say it wrote (0 healed, 4 everything fixed, 0 drained, 0 a plan committed), the dry
+run says 5.
 
     cmp-1  web        cmp-2  db        cmp-3  (empty)
 """
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import click
 import pytest
@@ -20,6 +24,7 @@ from tally.cli.main import cli
 from tally.cli.scripting import DRY_RUN
 
 ORPHAN = "delete-while-down"
+PLAN = "plan.json"
 
 
 @pytest.fixture
@@ -43,11 +48,18 @@ def orphan(lab, server: dict) -> None:
     lab.compute.post("/os-lab/faults", {"fault": {"kind": ORPHAN, "server": server["id"]}})
 
 
+def write_plan(lab, server: dict) -> None:
+    """A plan with a change to make (in the test's own directory)."""
+    change = {"kind": "inventory", "provider": "cmp-3", "resource_class": "MEMORY_MB"}
+    Path(PLAN).write_text(json.dumps([{**change, "allocation_ratio": 1.5}]))
+
+
 # command, how to give it something to write, and what its --apply then exits with
 PENDING_WRITES = {
     "heal": (unallocate, exits.DONE),
     "audit --delete": (orphan, exits.ALL_FIXED),
     "drain cmp-1": (lambda lab, server: None, exits.DONE),
+    f"plan {PLAN}": (write_plan, exits.DONE),
 }
 
 
@@ -66,7 +78,8 @@ def test_every_command_with_apply_is_checked_here():
 
 
 @pytest.mark.parametrize("command", PENDING_WRITES)
-def test_a_dry_run_with_writes_to_make_says_so_and_exits_5(two, command):
+def test_a_dry_run_with_writes_to_make_says_so_and_exits_5(two, command, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     make_work, applied = PENDING_WRITES[command]
     make_work(two, two.web)
     dry = tally(two, *command.split())

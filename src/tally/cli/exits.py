@@ -8,10 +8,10 @@ says 2); a service that cannot be reached, or that refuses, is 1. The root group
 (`tally.cli.root.Root`) turns what a command raises into its status through
 `deciding`; a command that ends on an outcome calls `leave`.
 
-A dry run (`heal`, `audit --delete` and `drain` without --apply: nova-manage's
+A dry run (`heal`, `audit --delete`, `drain` and `plan` without --apply: nova-manage's
 commands write unless told --dry-run) ends as its --apply would, but never with a
 status that says something was written: where the --apply would say 0 healed, 4
-everything fixed or 0 drained, the dry run says PENDING.
+everything fixed, 0 drained or 0 committed, the dry run says PENDING.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ TABLE: tuple[tuple[int, str, str], ...] = (
     (
         DONE,
         "done; `audit`: nothing found; `heal`: healed; `drain`: drained, or nothing to do "
-        "(a dry run: the host is disabled and empty already)",
+        "(a dry run: the host is disabled and empty already); `plan --apply`: committed",
         "`tally audit`",
     ),
     (

@@ -19,10 +19,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tally.clients.compute import ComputeClient, ComputeError
-from tally.clients.errors import BadInput
 from tally.clients.placement import PlacementClient
 from tally.doctor import drain_check
-from tally.doctor.cloud import MIGRATION_OVER, paged
+from tally.doctor.cloud import MIGRATION_OVER
 from tally.progress import Progress, quiet
 
 REASON = "drained by tally"
@@ -98,21 +97,16 @@ def drain(
     timeout: float = 600.0,
     progress: Progress = quiet,
 ) -> DrainReport:
-    services = compute.get("/os-services", {"host": host, "binary": "nova-compute"})["services"]
-    if not services:
-        raise BadInput(f"no compute host {host} in the compute API")
-    named = placement.get("/resource_providers", {"name": host})["resource_providers"]
-    provider = named[0]["uuid"] if named else None
-    found = paged(compute, "/servers/detail", "servers", {"all_tenants": 1, "host": host})
-    plan = drain_check.check(placement, compute, host, services[0], provider, found, progress)
-    was_disabled = services[0].get("status") == "disabled"
+    plan = drain_check.plan(placement, compute, host, progress)
+    service, provider = plan.service, plan.provider
+    was_disabled = service.get("status") == "disabled"
     if not apply or plan.blockers:
         moves = tuple(
             Move(p.server, "blocked" if p.blocker else "planned", error=p.blocker, target=p.target)
             for p in plan.servers
         )
         return DrainReport(host, provider, False, moves, plan.left, plan.blockers, was_disabled)
-    _disable(compute, services[0], host, reason)
+    _disable(compute, service, host, reason)
     servers = [p.server for p in plan.servers]
     started: dict[str, Move] = {}
     for server in servers:
@@ -122,7 +116,7 @@ def drain(
         except ComputeError as exc:
             started[server] = Move(server, "error", error=exc.detail)
     if servers and not any(m.status == "started" for m in started.values()) and not was_disabled:
-        _enable(compute, services[0], host)
+        _enable(compute, service, host)
         undone = f"every live migration was refused: {host} is enabled again, as it was"
         moves = tuple(started.values())
         return DrainReport(host, provider, False, moves, plan.left, (undone,), was_disabled)

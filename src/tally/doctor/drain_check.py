@@ -3,12 +3,14 @@
 live-migrated, each one a host with room for what it holds here, and nothing held
 on the host that no migration takes away.
 
-The room is read from Placement as Nova's scheduler reads it: one `GET
-/allocation_candidates` per shape held (limit 1000, as `max_placement_results`),
-hosts whose service is disabled (`!COMPUTE_STATUS_DISABLED`) or down left out, the
-host with the most free MEMORY_MB taken first (the RAM weigher, which spreads), the
-servers placed one after another on the room the ones before leave. The host named
-is where the check found room; the scheduler picks its own.
+Each server's host is the scheduler's choice (`tally.nova.scheduling`, the rule the
+lab's scheduler places with): one `GET /allocation_candidates` per shape held (limit
+1000, as `max_placement_results`, `!COMPUTE_STATUS_DISABLED`), the hosts whose
+compute service is up and enabled, the most free MEMORY_MB first (the RAM weigher,
+which spreads), ties by name, the servers placed one after another, in the order
+the drain migrates them, on the room the ones before leave. `tally drain HOST
+--what-if` tries this plan in a sandbox (`drain_what_if`), so the two cannot
+disagree on where a server goes or which one finds no host.
 """
 
 from __future__ import annotations
@@ -18,14 +20,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tally.clients.compute import ComputeClient
+from tally.clients.errors import BadInput
 from tally.clients.placement import PlacementClient
-from tally.doctor.fill import DISABLED
-from tally.nova import fill
+from tally.doctor.cloud import paged
+from tally.nova import scheduling
 from tally.nova.shapes import query_value
 from tally.progress import Progress, quiet
 
 MOVABLE = ("ACTIVE", "PAUSED")  # the states Nova live-migrates from
-LIMIT = 1000  # Nova's [scheduler] max_placement_results
 
 Allocations = dict[str, dict[str, int]]  # consumer or provider -> class -> amount
 
@@ -35,10 +37,13 @@ class Planned:
     """One server of the host, as the check sees it."""
 
     server: str
+    name: str | None
     label: str  # `name (uuid)`, or the uuid
     held: dict[str, int]  # what it holds on the host's tree, by class
-    target: str | None = None  # a host with room for it (its name), when one was found
+    target: str | None = None  # the host the scheduler would take (its name), if any
+    target_uuid: str | None = None  # that host's provider
     blocker: str | None = None  # why it cannot be live-migrated now
+    no_room: bool = False  # the blocker: no host has room for it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +53,21 @@ class Plan:
     servers: tuple[Planned, ...]
     left: Allocations  # what would stay on the host: held by no server of it
     blockers: tuple[str, ...]  # the host's own, then each server's
+    hosts: dict[str, str]  # provider -> name of the hosts the servers may go to (when asked)
+
+
+def plan(
+    placement: PlacementClient, compute: ComputeClient, host: str, progress: Progress = quiet
+) -> Plan:
+    """The plan of a drain of `host` as the compute API and Placement show it now;
+    BadInput when the compute API has no such host."""
+    services = compute.get("/os-services", {"host": host, "binary": "nova-compute"})["services"]
+    if not services:
+        raise BadInput(f"no compute host {host} in the compute API")
+    named = placement.get("/resource_providers", {"name": host})["resource_providers"]
+    provider = named[0]["uuid"] if named else None
+    found = paged(compute, "/servers/detail", "servers", {"all_tenants": 1, "host": host})
+    return check(placement, compute, host, services[0], provider, list(found), progress)
 
 
 def check(
@@ -63,7 +83,7 @@ def check(
     tree = _tree(placement, provider)
     holdings = _holdings(placement, tree)
     blockers: list[str] = []
-    if servers and _down(service):
+    if servers and scheduling.down(service):
         blockers.append(
             f"nova-compute on {host} is down: a live migration needs it up (start it, or "
             f"evacuate its servers: openstack server evacuate SERVER)"
@@ -79,24 +99,23 @@ def check(
     down, planned = f"nova-compute on {host} is down", []
     for n, server in enumerate(servers):
         progress("check the plan", n, len(servers))
-        one = _plan_one(server, holdings.get(server["id"], {}))
-        if one.blocker is None and _down(service):  # said once for all, above
+        one = refusal(server, holdings.get(server["id"], {}))
+        if one.blocker is None and scheduling.down(service):  # said once for all, above
             one = dataclasses.replace(one, blocker=down)
         elif one.blocker is None and one.held:
-            rooms = rooms or _Rooms(placement, compute, set(tree), host)
+            rooms = rooms or _Rooms(placement, compute, host)
             one = rooms.place(one)
         if one.blocker and one.blocker != down:
             blockers.append(one.blocker)
         planned.append(one)
     progress("check the plan", len(servers), len(servers))
-    return Plan(service, provider, tuple(planned), left, tuple(blockers))
+    hosts = rooms.hosts if rooms else {}
+    return Plan(service, provider, tuple(planned), left, tuple(blockers), hosts)
 
 
-def _down(service: Mapping[str, Any]) -> bool:
-    return service.get("state") == "down" or bool(service.get("forced_down"))
-
-
-def _plan_one(server: Mapping[str, Any], held: dict[str, int]) -> Planned:
+def refusal(server: Mapping[str, Any], held: dict[str, int]) -> Planned:
+    """The server as the check starts from it: blocked when the compute API would
+    not live-migrate it in its state."""
     label = f"{server['name']} ({server['id']})" if server.get("name") else server["id"]
     status, task = server.get("status") or "", server.get("OS-EXT-STS:task_state")
     if status not in MOVABLE or task:
@@ -105,8 +124,8 @@ def _plan_one(server: Mapping[str, Any], held: dict[str, int]) -> Planned:
             f"server {label} is {state}: a live migration needs it ACTIVE or PAUSED with no "
             f"task under way"
         )
-        return Planned(server["id"], label, held, blocker=why)
-    return Planned(server["id"], label, held)
+        return Planned(server["id"], server.get("name"), label, held, blocker=why)
+    return Planned(server["id"], server.get("name"), label, held)
 
 
 def _tree(placement: PlacementClient, provider: str | None) -> list[str]:
@@ -131,75 +150,44 @@ def _holdings(placement: PlacementClient, tree: Iterable[str]) -> Allocations:
 
 
 class _Rooms:
-    """The room of the other hosts, as the servers placed so far leave it."""
+    """The room of the other hosts, as the servers placed so far leave it: one
+    answer per shape, read before anything is placed, less what was placed since
+    (`tally.nova.scheduling.place`'s `taken`)."""
 
-    def __init__(
-        self, placement: PlacementClient, compute: ComputeClient, source: set[str], host: str
-    ) -> None:
+    def __init__(self, placement: PlacementClient, compute: ComputeClient, host: str) -> None:
         self.placement = placement
-        self.excluded = source | _unusable(placement, compute, host)
-        self.room: dict[fill.Key, int] = {}
-        self.answers: dict[tuple, tuple[list[fill.Allocations], dict[str, str]]] = {}
-        self.names: dict[str, str] = {}
+        services = compute.get("/os-services", {"binary": "nova-compute"})["services"]
+        names = {
+            p["uuid"]: p["name"] for p in placement.get("/resource_providers")["resource_providers"]
+        }
+        self.hosts = scheduling.usable_hosts(services, names, host)
+        self.taken: Allocations = {}
+        self.answers: dict[tuple, dict[str, Any]] = {}
 
     def place(self, one: Planned) -> Planned:
         if not self.placement.at_least("1.10"):
             self.placement.note("allocation candidates need placement 1.10: targets not checked")
             return one
-        requests, roots = self._candidates(one.held)
-        best, best_free = None, -1
-        for allocations in requests:
-            if any(roots.get(rp, rp) in self.excluded for rp in allocations):
-                continue
-            amounts = [((rp, rc), n) for rp, held in allocations.items() for rc, n in held.items()]
-            if any(self.room.get(key, 0) < n for key, n in amounts):
-                continue
-            free = max(self.room.get((rp, "MEMORY_MB"), 0) for rp in allocations)
-            if free > best_free:
-                best, best_free = allocations, free
-        if best is None:
+        picks = scheduling.place(self._candidates(one.held), self.hosts, taken=self.taken)
+        if not picks:
             shape = query_value(one.held)
             why = (
                 f"no other enabled host has room for server {one.label} ({shape}) once the "
                 f"servers before it are placed: see tally capacity --resource {shape}"
             )
-            return dataclasses.replace(one, blocker=why)
-        for rp, held in best.items():
+            return dataclasses.replace(one, blocker=why, no_room=True)
+        (pick,) = picks
+        for rp, held in pick.allocations.items():
+            mine = self.taken.setdefault(rp, {})
             for rc, n in held.items():
-                self.room[(rp, rc)] -= n
-        root = roots.get(next(iter(best)), next(iter(best)))
-        return dataclasses.replace(one, target=self._name(root))
+                mine[rc] = mine.get(rc, 0) + n
+        return dataclasses.replace(one, target=self.hosts[pick.host], target_uuid=pick.host)
 
-    def _candidates(self, held: dict[str, int]) -> tuple[list[fill.Allocations], dict[str, str]]:
+    def _candidates(self, held: dict[str, int]) -> dict[str, Any]:
         key = tuple(sorted(held.items()))
         if key not in self.answers:
-            params: dict[str, Any] = {
-                "resources": query_value(held),
-                "limit": LIMIT,
-            }
+            params: dict[str, Any] = {"resources": query_value(held), "limit": scheduling.LIMIT}
             if self.placement.at_least("1.22"):
-                params["required"] = f"!{DISABLED}"
-            answer = self.placement.get("/allocation_candidates", params)
-            for room_key, room in fill.room_of(answer).items():
-                self.room.setdefault(room_key, room)  # nothing is written meanwhile
-            self.answers[key] = (fill.allocation_requests(answer), fill.roots_of(answer))
+                params["required"] = f"!{scheduling.DISABLED_TRAIT}"
+            self.answers[key] = self.placement.get("/allocation_candidates", params)
         return self.answers[key]
-
-    def _name(self, rp: str) -> str:
-        if rp not in self.names:
-            self.names[rp] = self.placement.get(f"/resource_providers/{rp}").get("name") or rp
-        return self.names[rp]
-
-
-def _unusable(placement: PlacementClient, compute: ComputeClient, host: str) -> set[str]:
-    """The providers of the other hosts whose nova-compute is down or disabled (by
-    name: a compute node's provider is named after it)."""
-    services = compute.get("/os-services", {"binary": "nova-compute"})["services"]
-    names = {
-        s["host"] for s in services if s["host"] != host and (_down(s) or s["status"] != "enabled")
-    }
-    found = set()
-    for name in sorted(names):
-        named = placement.get("/resource_providers", {"name": name})["resource_providers"]
-        found |= {p["uuid"] for p in named}
-    return found

@@ -1,26 +1,26 @@
-"""`tally drain HOST --what-if`: the drain predicted in a sandbox of Tally's, as
-`tally drain HOST --apply` would run it through the compute API: HOST disabled,
-then each of its servers in the order the compute API lists them, each
-live-migrated where the scheduler would put it (`tally.nova.scheduling`, the lab
-scheduler's own choice, over the candidates asked inside the sandbox) and the move
-judged by the sandbox as the real claim would be. The sandbox is deleted after:
-nothing is written."""
+"""`tally drain HOST --what-if`: the drain's plan tried in a sandbox of Tally's, as
+`tally drain HOST --apply` would carry it out: the plan is `drain_check`'s (each
+server's host the scheduler's choice, `tally.nova.scheduling`, the lab scheduler's
+own), then, in a sandbox, HOST disabled and each server moved to its host in the
+order the compute API lists them, each move judged by the sandbox as the real claim
+would be. A server the plan blocks fails with the plan's reason (the one the
+`--apply` refuses with), and one that no host has room for adds the sandbox's why
+(the closest hosts and what each misses). The sandbox is deleted after: nothing is
+written."""
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from tally.clients import allocations as allocs
 from tally.clients import sandboxes
 from tally.clients.compute import ComputeClient
-from tally.clients.errors import ClientError
 from tally.clients.placement import PlacementClient
-from tally.doctor.cloud import paged
+from tally.doctor import drain_check
 from tally.doctor.whatif import Row, names_of, provider_rows
-from tally.nova import scheduling
+from tally.nova import fill, scheduling
+from tally.nova.shapes import query_value
 
 CLOSEST_SHOWN = 3  # closest hosts a server with no valid host names
 
@@ -63,109 +63,54 @@ class DrainPrediction:
 
 def predict(placement: PlacementClient, compute: ComputeClient, host: str) -> DrainPrediction:
     """What `drain(host, apply=True)` would do, tried in a sandbox deleted after."""
-    services = compute.get("/os-services", {"binary": "nova-compute"})["services"]
-    own = [s for s in services if s.get("host") == host]
-    if not own:
-        raise ClientError(f"no nova-compute service on host {host}")
+    plan = drain_check.plan(placement, compute, host)
     names = names_of(placement)
-    provider = next((u for u, n in names.items() if n == host), None)
-    up = {s["host"] for s in services if _usable(s) and s["host"] != host}
-    usable = {u: n for u, n in names.items() if n in up}
-    source_down = not _up(own[0])
-    servers = list(paged(compute, "/servers/detail", "servers", {"all_tenants": 1, "host": host}))
     moves = []
     with sandboxes.trial(placement) as box:
-        if provider:
-            box.change([{"kind": "disable", "provider": provider}])
-        for server in servers:
-            refused = _refused(server, host, source_down)
-            if refused:
-                moves.append(Move(server["id"], server.get("name"), "fails", reason=refused))
-            else:
-                moves.append(_move(placement, box, server, provider, usable))
+        if plan.provider:
+            box.change([{"kind": "disable", "provider": plan.provider}])
+        for one in plan.servers:
+            moves.append(_try(box, one, plan))
         rows = provider_rows(box.diff(), placement.amounts(), box.amounts(), names)
     moved = {m.server for m in moves if m.outcome == "moves"}
-    held = placement.provider_allocations(provider) if provider else {}
+    held = placement.provider_allocations(plan.provider) if plan.provider else {}
     left = {c: r for c, r in held.items() if c not in moved}
-    return DrainPrediction(host, provider, tuple(moves), left, rows)
+    return DrainPrediction(host, plan.provider, tuple(moves), left, rows)
 
 
-def _up(service: Mapping[str, Any]) -> bool:
-    return service.get("state") == "up" and not service.get("forced_down")
-
-
-def _usable(service: Mapping[str, Any]) -> bool:
-    """The ComputeFilter: a compute service up and enabled."""
-    return _up(service) and service.get("status") == "enabled"
-
-
-def _move(
-    placement: PlacementClient,
-    box: sandboxes.Sandbox,
-    server: Mapping[str, Any],
-    source: str | None,
-    usable: Mapping[str, str],
-) -> Move:
-    """One server's live migration, placed as the scheduler would place it and
-    judged by the sandbox as the claim would be."""
-    uuid, name = server["id"], server.get("name")
-    held = allocs.read(placement, uuid).allocations
-    shape: collections.Counter = collections.Counter()
-    for resources in held.values():
-        shape.update(resources)
-    if not shape:
-        return Move(uuid, name, "fails", reason="it holds nothing in Placement to move")
-    params = {
-        "resources": ",".join(f"{rc}:{n}" for rc, n in sorted(shape.items())),
-        "required": f"!{scheduling.DISABLED_TRAIT}",
-        "limit": scheduling.LIMIT,
-    }
-    answer = box.candidates(params)
-    exclude = frozenset({source} if source else ())
-    chosen = scheduling.choose(answer, usable, shape, exclude)
-    if chosen is None:
-        return Move(uuid, name, "fails", reason=_no_host(box, params, answer, usable, exclude))
-    (step,) = box.change([{"kind": "move", "consumer": uuid, "to": chosen}])
+def _try(box: sandboxes.Sandbox, one: drain_check.Planned, plan: drain_check.Plan) -> Move:
+    """One server's live migration as the plan has it, the move judged by the
+    sandbox as the claim would be."""
+    if one.blocker:
+        reason = one.blocker
+        if one.no_room:
+            reason += f"; {_no_host(box, one.held, plan.hosts, plan.provider)}"
+        return Move(one.server, one.name, "fails", reason=reason)
+    if one.target_uuid is None:
+        why = "it holds nothing here in Placement: the scheduler places it by its flavor"
+        return Move(one.server, one.name, "moves", reason=why)
+    (step,) = box.change([{"kind": "move", "consumer": one.server, "to": one.target_uuid}])
     if not step["applied"]:
-        return Move(uuid, name, "fails", reason=step["error"]["detail"])
-    return Move(uuid, name, "moves", to=usable[chosen])
-
-
-def _refused(server: Mapping[str, Any], host: str, source_down: bool) -> str | None:
-    """Why the compute API would refuse to start the live migration, if it would."""
-    if source_down:
-        return f"the compute service of {host} is down"
-    vm_state = server.get("OS-EXT-STS:vm_state")
-    task_state = server.get("OS-EXT-STS:task_state")
-    if vm_state != "active" or task_state:
-        return f"cannot live-migrate it in vm_state {vm_state}, task_state {task_state}"
-    return None
+        return Move(one.server, one.name, "fails", reason=step["error"]["detail"])
+    return Move(one.server, one.name, "moves", to=one.target)
 
 
 def _no_host(
-    box: sandboxes.Sandbox,
-    params: Mapping[str, Any],
-    answer: Mapping[str, Any],
-    usable: Mapping[str, str],
-    exclude: frozenset[str],
+    box: sandboxes.Sandbox, held: Mapping[str, int], hosts: Mapping[str, str], source: str | None
 ) -> str:
-    """Nova's words, then why: the hosts with room the scheduler skips, or the
-    closest hosts and what each misses (the sandbox's why)."""
-    said = "No valid host was found"
-    roomy = {
-        next(iter(r["allocations"]))
-        for r in answer.get("allocation_requests", [])
-        if len(r["allocations"]) == 1
-    }
-    skipped = sorted(roomy - set(usable) - exclude)
+    """Why no host, inside the sandbox (the moves before this one made): the hosts
+    with room the scheduler may not use, or the closest hosts and what each misses."""
+    params = {"resources": query_value(dict(held)), "required": f"!{scheduling.DISABLED_TRAIT}"}
+    answer = box.candidates({**params, "limit": scheduling.LIMIT})
+    summaries = answer.get("provider_summaries") or {}
+    roomy = {fill.host_of(a, summaries) for a in fill.allocation_requests(answer)}
+    skipped = sorted(roomy - set(hosts) - {source})
     if skipped:
-        return (
-            f"{said}: the hosts with room have no compute service up and enabled ({len(skipped)})"
-        )
-    verdict = box.why({k: v for k, v in params.items() if k != "limit"})
-    closest = [c for c in verdict.get("closest", []) if c.get("root") not in exclude]
+        return f"the hosts with room have no compute service up and enabled ({len(skipped)})"
+    verdict = box.why(params)
+    closest = [c for c in verdict.get("closest", []) if c.get("root") != source]
     misses = "; ".join(
         f"{c.get('name') or c['root']}: {', '.join(c.get('reasons', []))}"
         for c in closest[:CLOSEST_SHOWN]
     )
-    return f"{said}: {misses}" if misses else said
+    return f"closest: {misses}" if misses else "no host is close"

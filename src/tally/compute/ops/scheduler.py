@@ -1,8 +1,8 @@
 """Scheduling as Nova does it since Queens: ask Placement for allocation candidates,
 drop hosts that are down or disabled (the ComputeFilter), weigh by free RAM
 (spreading, like the RAMWeigher), and claim; the choice is `tally.nova.scheduling`'s,
-which `tally drain --what-if` predicts with. A claim refused with 409 (another claim
-won the race) makes a fresh query and another try.
+which `tally drain` checks its plan with (and `--what-if` tries). A claim refused
+with 409 (another claim won the race) makes a fresh query and another try.
 
 Many servers of one request (multi-create, the lab's bulk path) are placed from one
 candidates answer, on the free capacity its provider summaries report, and claimed
@@ -11,7 +11,6 @@ with POST /allocations, up to a thousand consumers a request.
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -46,19 +45,7 @@ def select(
         for rp, h in hosts.items()
         if not h["forced_down"] and not (h["disabled"] and forced_host is None)
     }
-    rooms = scheduling.host_rooms(body, usable, frozenset(exclude))
-    heap = [(*scheduling.weight(free, usable[rp]), free) for rp, free in rooms.items()]
-    heapq.heapify(heap)
-    picks: list[str] = []
-    by_name = {h["name"]: rp for rp, h in hosts.items()}
-    while len(picks) < count and heap:
-        _, name, free = heapq.heappop(heap)
-        if not scheduling.fits(free, resources):
-            continue  # full: free capacity only shrinks from here
-        picks.append(by_name[name])
-        for rc, n in resources.items():
-            free[rc] -= n
-        heapq.heappush(heap, (*scheduling.weight(free, name), free))
+    picks = [p.host for p in scheduling.place(body, usable, count, exclude)]
     if len(picks) < count:
         raise NoValidHost()
     return picks
