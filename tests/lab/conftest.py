@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 import sqlalchemy as sa
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 from tally.cli.context import Context
 from tally.cli.main import cli
@@ -129,6 +129,21 @@ def cloud(lab: InProcessLab) -> InProcessLab:
     lab.hosts("cmp-1", "cmp-2", "cmp-3")
     lab.flavor()
     return lab
+
+
+@pytest.fixture
+def two(cloud: InProcessLab) -> InProcessLab:
+    """`cloud` with a server on cmp-1 (`web`) and one on cmp-2 (`db`); cmp-3 empty."""
+    cloud.web = cloud.boot("web", availability_zone="nova:cmp-1")
+    cloud.db = cloud.boot("db", availability_zone="nova:cmp-2")
+    return cloud
+
+
+def tally_on(lab: InProcessLab, *args: str) -> Result:
+    """Run `tally ARGS` in-process against the lab's Placement and compute API."""
+    context = Context.for_client(lab.placement)
+    context.compute = lab.compute
+    return CliRunner().invoke(cli, list(args), obj=context)
 
 
 def new_uuid() -> str:

@@ -10,24 +10,11 @@ from __future__ import annotations
 import json
 import re
 
-import pytest
-from click.testing import CliRunner, Result
+from click.testing import Result
 
-from tally.cli.context import Context
-from tally.cli.main import cli
+from tests.lab.conftest import tally_on
 
-
-@pytest.fixture
-def two(cloud):
-    cloud.web = cloud.boot("web", availability_zone="nova:cmp-1")
-    cloud.db = cloud.boot("db", availability_zone="nova:cmp-2")
-    return cloud
-
-
-def tally(lab, *args: str) -> Result:
-    context = Context.for_client(lab.placement)
-    context.compute = lab.compute
-    return CliRunner().invoke(cli, list(args), obj=context)
+tally = tally_on
 
 
 def phases(result: Result, command: str) -> list[str]:

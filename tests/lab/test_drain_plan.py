@@ -11,28 +11,14 @@ from __future__ import annotations
 
 import json
 
-import pytest
-from click.testing import CliRunner, Result
-
-from tally.cli.context import Context
-from tally.cli.main import cli
 from tally.clients.compute import ComputeError
 from tally.doctor import drain
+from tests.lab.conftest import tally_on
 
 DRY_RUN = "dry run: nothing written; add --apply"
 
 
-@pytest.fixture
-def two(cloud):
-    cloud.web = cloud.boot("web", availability_zone="nova:cmp-1")
-    cloud.db = cloud.boot("db", availability_zone="nova:cmp-2")
-    return cloud
-
-
-def tally(lab, *args: str) -> Result:
-    context = Context.for_client(lab.placement)
-    context.compute = lab.compute
-    return CliRunner().invoke(cli, list(args), obj=context)
+tally = tally_on
 
 
 def force_down(lab, host: str) -> None:

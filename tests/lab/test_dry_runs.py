@@ -16,28 +16,17 @@ from pathlib import Path
 
 import click
 import pytest
-from click.testing import CliRunner, Result
 
 from tally.cli import exits
-from tally.cli.context import Context
 from tally.cli.main import cli
 from tally.cli.scripting import DRY_RUN
+from tests.lab.conftest import tally_on
 
 ORPHAN = "delete-while-down"
 PLAN = "plan.json"
 
 
-@pytest.fixture
-def two(cloud):
-    cloud.web = cloud.boot("web", availability_zone="nova:cmp-1")
-    cloud.db = cloud.boot("db", availability_zone="nova:cmp-2")
-    return cloud
-
-
-def tally(lab, *args: str) -> Result:
-    context = Context.for_client(lab.placement)
-    context.compute = lab.compute
-    return CliRunner().invoke(cli, list(args), obj=context)
+tally = tally_on
 
 
 def unallocate(lab, server: dict) -> None:
